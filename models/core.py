@@ -1,0 +1,118 @@
+"""The shape every model shares: actions, named properties and the `Model` protocol.
+
+A model is the executable spec of one mechanism: a pure transition system over immutable states.
+The engines in `properties/` (Hypothesis lockstep, explorer, Z3) and the trace tools in `traces/`
+only ever talk to a model through this protocol, so a new mechanism plugs in by writing one
+module under `models/` and nothing else here. This module depends on nothing of ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeAlias, TypeVar
+
+Param: TypeAlias = "int | str | bool | tuple[Param, ...]"
+"""An action parameter: a small immutable JSON-like value (tuples stand for arrays)."""
+
+Json: TypeAlias = "int | str | bool | list[Json] | tuple[Json, ...] | dict[str, Json]"
+"""What a projection or an observation may contain; traces encode it as ITF, which has no null."""
+
+Observation: TypeAlias = "dict[str, Json] | None"
+"""What an implementation returned for a step; None where the model does not predict it."""
+
+S = TypeVar("S")
+T = TypeVar("T")
+
+
+class ActionNotEnabled(Exception):
+    """Raised by `Model.step` when the action's precondition does not hold in the state."""
+
+    def __init__(self, action: Action, reason: str) -> None:
+        super().__init__(f"{action} is not enabled: {reason}")
+        self.action = action
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A named action with parameters; hashable so the explorer can label graph edges with it."""
+
+    name: str
+    params: tuple[tuple[str, Param], ...] = ()
+
+    @staticmethod
+    def of(name: str, **params: Param) -> Action:
+        """Build an action with its parameters in a canonical (sorted) order."""
+        return Action(name, tuple(sorted(params.items())))
+
+    def __getitem__(self, key: str) -> Param:
+        for name, value in self.params:
+            if name == key:
+                return value
+        raise KeyError(f"action {self.name} has no parameter {key!r}")
+
+    def get(self, key: str, default: Param | None = None) -> Param | None:
+        """The parameter `key`, or `default` when the action does not carry it."""
+        for name, value in self.params:
+            if name == key:
+                return value
+        return default
+
+    def as_dict(self) -> dict[str, Param]:
+        return dict(self.params)
+
+    def __str__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.params)
+        return f"{self.name}({inner})"
+
+
+@dataclass(frozen=True)
+class Invariant(Generic[T]):
+    """A named safety property (e.g. `TL-I1`) that must hold in every reachable state."""
+
+    name: str
+    holds: Callable[[T], bool]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Liveness(Generic[T]):
+    """A named `AG EF good` property: from every reachable state a `good` state stays reachable."""
+
+    name: str
+    good: Callable[[T], bool]
+    description: str = ""
+
+
+class Model(Protocol[S]):
+    """A pure transition system with named properties, for one mechanism and one variant.
+
+    `enabled` enumerates the finitely many actions the configured bounds allow; `step` raises
+    `ActionNotEnabled` for any other action, so replayed and shrunk traces are re-checked.
+    `key` is the canonical state key used for deduplication (it may quotient symmetries);
+    `vars` projects a state onto the model's variables, the same projection ports report.
+    `action_names` lists every action name the model knows, whatever the state.
+    """
+
+    mechanism: str
+    variant: str
+    config: Mapping[str, Param]
+    action_names: Sequence[str]
+    invariants: Sequence[Invariant[S]]
+    liveness: Sequence[Liveness[S]]
+
+    def initial(self) -> S: ...
+
+    def enabled(self, state: S) -> Sequence[Action]: ...
+
+    def step(self, state: S, action: Action) -> tuple[S, Observation]: ...
+
+    def key(self, state: S) -> Hashable: ...
+
+    def vars(self, state: S) -> dict[str, Json]: ...
+
+
+def violated(model: Model[S], state: S) -> list[str]:
+    """Names of the model's invariants that `state` breaks, in declaration order."""
+    return [inv.name for inv in model.invariants if not inv.holds(state)]

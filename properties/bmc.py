@@ -1,0 +1,165 @@
+"""Bounded model checking and k-induction with Z3 over a symbolic transition system.
+
+A `SymbolicSystem` states a model as Z3 formulas over one frame of variables per step: `init`
+on frame 0, `trans` between frame i, the action chosen at i and frame i+1, and named invariants
+on a frame. `prove` answers, per invariant, either "holds to depth k" (every execution of at most
+k steps keeps it), "inductive" (k-induction closed the proof for every depth), or a concrete
+shortest counterexample whose actions can be replayed and written as a trace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import z3
+
+from models.core import Action
+
+Frame = dict[str, z3.ExprRef]
+Sort = Callable[[str], z3.ExprRef]
+
+
+@dataclass(frozen=True)
+class SymbolicSystem:
+    """A transition system in Z3 terms.
+
+    `state` and `choice` map variable names to Z3 constructors (`z3.Int`, `z3.Bool`); a choice
+    frame holds the action taken at a step (an `action` index into `action_names` plus its
+    parameters). `decode` turns a concrete choice frame back into a model `Action`.
+    """
+
+    name: str
+    state: Mapping[str, Sort]
+    choice: Mapping[str, Sort]
+    action_names: Sequence[str]
+    init: Callable[[Frame], z3.BoolRef]
+    trans: Callable[[Frame, Frame, Frame], z3.BoolRef]
+    invariants: Mapping[str, Callable[[Frame], z3.BoolRef]]
+    decode: Callable[[Mapping[str, int | bool]], Action]
+
+
+@dataclass(frozen=True)
+class ProofResult:
+    """The verdict on one invariant: `bounded`, `inductive` or `counterexample` (with its path)."""
+
+    system: str
+    invariant: str
+    status: str
+    depth: int
+    induction_k: int | None = None
+    states: tuple[dict[str, int | bool], ...] = ()
+    actions: tuple[Action, ...] = ()
+    elapsed_s: float = 0.0
+
+    @property
+    def holds(self) -> bool:
+        return self.status in ("bounded", "inductive")
+
+    def summary(self) -> str:
+        if self.status == "inductive":
+            return f"inductive (k={self.induction_k}), all depths"
+        if self.status == "bounded":
+            return f"holds to depth {self.depth}"
+        return f"counterexample at depth {self.depth}: " + ", ".join(str(a) for a in self.actions)
+
+
+def _frame(sorts: Mapping[str, Sort], suffix: str) -> Frame:
+    return {name: make(f"{name}@{suffix}") for name, make in sorts.items()}
+
+
+def _value(model: z3.ModelRef, expr: z3.ExprRef) -> int | bool:
+    value = model.eval(expr, model_completion=True)
+    if z3.is_bool(value):
+        return bool(z3.is_true(value))
+    return int(value.as_long())
+
+
+def _choice_frame(system: SymbolicSystem, i: int) -> Frame:
+    frame = _frame(system.choice, f"a{i}")
+    frame["action"] = z3.Int(f"action@a{i}")
+    return frame
+
+
+def _counterexample(
+    system: SymbolicSystem, model: z3.ModelRef, frames: list[Frame], choices: list[Frame], depth: int
+) -> tuple[tuple[dict[str, int | bool], ...], tuple[Action, ...]]:
+    states = tuple({n: _value(model, e) for n, e in frames[i].items()} for i in range(depth + 1))
+    actions = tuple(
+        system.decode({n: _value(model, e) for n, e in choices[i].items()}) for i in range(depth)
+    )
+    return states, actions
+
+
+def bmc(system: SymbolicSystem, depth: int, invariants: Sequence[str] | None = None) -> list[ProofResult]:
+    """Check each invariant on every execution of at most `depth` steps; shortest counterexamples."""
+    started = time.perf_counter()
+    names = list(invariants if invariants is not None else system.invariants)
+    solver = z3.Solver()
+    frames = [_frame(system.state, "0")]
+    choices: list[Frame] = []
+    solver.add(system.init(frames[0]))
+    open_names = list(names)
+    results: dict[str, ProofResult] = {}
+    for d in range(depth + 1):
+        for name in list(open_names):
+            solver.push()
+            solver.add(z3.Not(system.invariants[name](frames[d])))
+            if solver.check() == z3.sat:
+                states, actions = _counterexample(system, solver.model(), frames, choices, d)
+                results[name] = ProofResult(
+                    system.name, name, "counterexample", d, None, states, actions,
+                    time.perf_counter() - started,
+                )
+                open_names.remove(name)
+            solver.pop()
+        if d == depth or not open_names:
+            break
+        choice = _choice_frame(system, d)
+        choice_range = z3.And(choice["action"] >= 0, choice["action"] < len(system.action_names))
+        frames.append(_frame(system.state, str(d + 1)))
+        choices.append(choice)
+        solver.add(choice_range, system.trans(frames[d], choice, frames[d + 1]))
+    for name in open_names:
+        elapsed = time.perf_counter() - started
+        results[name] = ProofResult(system.name, name, "bounded", depth, elapsed_s=elapsed)
+    return [results[n] for n in names]
+
+
+def k_induction(system: SymbolicSystem, max_k: int, invariants: Sequence[str] | None = None) -> int | None:
+    """The smallest k <= max_k for which the conjunction of the invariants is k-inductive, else None.
+
+    The step case assumes the invariants on k consecutive states of any execution (not only
+    reachable ones) and asks Z3 for a successor that breaks one; unsat closes the induction, and
+    together with `bmc` to depth k-1 this proves the invariants for every depth.
+    """
+    names = list(invariants if invariants is not None else system.invariants)
+
+    def conj(frame: Frame) -> z3.BoolRef:
+        return z3.And(*[system.invariants[n](frame) for n in names])
+
+    for k in range(1, max_k + 1):
+        solver = z3.Solver()
+        frames = [_frame(system.state, f"k{i}") for i in range(k + 1)]
+        for i in range(k):
+            choice = _choice_frame(system, i)
+            solver.add(choice["action"] >= 0, choice["action"] < len(system.action_names))
+            solver.add(system.trans(frames[i], choice, frames[i + 1]), conj(frames[i]))
+        solver.add(z3.Not(conj(frames[k])))
+        if solver.check() == z3.unsat:
+            return k
+    return None
+
+
+def prove(system: SymbolicSystem, depth: int, max_k: int = 3) -> list[ProofResult]:
+    """BMC to `depth` for each invariant; if none fails, try to close the proof by k-induction."""
+    results = bmc(system, depth)
+    if all(r.holds for r in results):
+        k = k_induction(system, min(max_k, depth + 1))
+        if k is not None:
+            return [
+                ProofResult(r.system, r.invariant, "inductive", r.depth, k, elapsed_s=r.elapsed_s)
+                for r in results
+            ]
+    return results

@@ -1,0 +1,188 @@
+"""Breadth-first explicit-state exploration of a model, with safety, deadlock and liveness checks.
+
+Every reachable state of a small configuration is enumerated once (deduplicated by the model's
+canonical key). Because the search is breadth-first, the first path recorded to any state is a
+shortest one, so every counterexample returned here is of minimal length. Liveness properties are
+`AG EF good`: they are checked on the `networkx` state graph after the search, by computing the
+states from which no good state can be reached.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import networkx as nx
+
+from models.core import Action, Model
+
+S = TypeVar("S")
+
+_SINK = -1
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A property failure with the shortest action path from the initial state that exhibits it."""
+
+    kind: str  # "invariant" | "deadlock" | "liveness"
+    name: str
+    path: tuple[Action, ...]
+    detail: str = ""
+
+
+@dataclass
+class Exploration(Generic[S]):
+    """What a search saw: counts, the state graph, and shortest counterexamples."""
+
+    states: list[S]
+    transitions: int
+    max_depth: int
+    complete: bool
+    elapsed_s: float
+    findings: list[Finding] = field(default_factory=list)
+    graph: nx.DiGraph | None = None
+    coverage: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def states_per_second(self) -> float:
+        return len(self.states) / self.elapsed_s if self.elapsed_s > 0 else float("inf")
+
+
+def explore(
+    model: Model[S],
+    *,
+    max_states: int | None = None,
+    stop_on_violation: bool = False,
+    check_liveness: bool = True,
+    check_deadlock: bool = True,
+    terminal_ok: Callable[[S], bool] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Exploration[S]:
+    """Enumerate the states reachable in `model` and check its properties on every one.
+
+    `max_states` bounds the search (the result is then marked incomplete and liveness is not
+    judged, since unexplored successors could reach a good state). `terminal_ok` tells which
+    states without enabled actions are legitimate ends rather than deadlocks.
+    """
+    started = time.perf_counter()
+    initial = model.initial()
+    index: dict[Hashable, int] = {model.key(initial): 0}
+    states: list[S] = [initial]
+    parent: list[int] = [_SINK]
+    via: list[Action | None] = [None]
+    depth: list[int] = [0]
+    sources: list[int] = []
+    targets: list[int] = []
+    coverage: dict[str, int] = {}
+    findings: list[Finding] = []
+    reported: set[str] = set()
+    invariants = list(model.invariants)
+    key, step, enabled = model.key, model.step, model.enabled
+    complete = True
+
+    def path_to(i: int) -> tuple[Action, ...]:
+        out: list[Action] = []
+        while parent[i] != _SINK:
+            action = via[i]
+            assert action is not None
+            out.append(action)
+            i = parent[i]
+        return tuple(reversed(out))
+
+    i = 0
+    while i < len(states):
+        state = states[i]
+        for inv in invariants:
+            if inv.name not in reported and not inv.holds(state):
+                reported.add(inv.name)
+                findings.append(Finding("invariant", inv.name, path_to(i), inv.description))
+        if stop_on_violation and findings:
+            complete = False
+            break
+        actions = enabled(state)
+        if (
+            not actions
+            and check_deadlock
+            and "deadlock" not in reported
+            and (terminal_ok is None or not terminal_ok(state))
+        ):
+            reported.add("deadlock")
+            findings.append(Finding("deadlock", "deadlock", path_to(i), "no action is enabled"))
+        for action in actions:
+            successor, _ = step(state, action)
+            k = key(successor)
+            j = index.get(k)
+            if j is None:
+                if max_states is not None and len(states) >= max_states:
+                    complete = False
+                    continue
+                j = len(states)
+                index[k] = j
+                states.append(successor)
+                parent.append(i)
+                via.append(action)
+                depth.append(depth[i] + 1)
+            sources.append(i)
+            targets.append(j)
+            coverage[action.name] = coverage.get(action.name, 0) + 1
+        i += 1
+        if progress is not None and i % 50_000 == 0:
+            progress(i, len(states))
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(len(states)))
+    graph.add_edges_from(zip(sources, targets, strict=True))
+    if check_liveness and complete:
+        findings.extend(_liveness_findings(model, states, graph, path_to, depth))
+    return Exploration(
+        states=states,
+        transitions=len(sources),
+        max_depth=max(depth),
+        complete=complete,
+        elapsed_s=time.perf_counter() - started,
+        findings=findings,
+        graph=graph,
+        coverage=coverage,
+    )
+
+
+def _liveness_findings(
+    model: Model[Any],
+    states: list[Any],
+    graph: nx.DiGraph,
+    path_to: Callable[[int], tuple[Action, ...]],
+    depth: list[int],
+) -> list[Finding]:
+    """For each `AG EF good` property, the shallowest state from which no good state is reachable."""
+    out: list[Finding] = []
+    for prop in model.liveness:
+        good = [n for n, s in enumerate(states) if prop.good(s)]
+        can_reach_good: set[int] = set(good)
+        frontier = list(good)
+        while frontier:
+            nxt: list[int] = []
+            for n in frontier:
+                for m in graph.predecessors(n):
+                    if m not in can_reach_good:
+                        can_reach_good.add(m)
+                        nxt.append(m)
+            frontier = nxt
+        stuck = [n for n in range(len(states)) if n not in can_reach_good]
+        if stuck:
+            worst = min(stuck, key=lambda n: depth[n])
+            out.append(
+                Finding(
+                    "liveness",
+                    prop.name,
+                    path_to(worst),
+                    f"{len(stuck)} reachable state(s) can never reach a good state; {prop.description}",
+                )
+            )
+    return out

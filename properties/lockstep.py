@@ -1,0 +1,85 @@
+"""Run a model and (optionally) an implementation side by side, one action at a time.
+
+This is the one place that decides what "a step failed" means, so the Hypothesis machines, the
+replayer, the shrinker and the port driver all agree: the model's invariants are checked on the
+model state, the implementation's projection must equal the model's (`divergence` otherwise), its
+observation must equal the model's where the model predicts one, and the implementation may
+report invariants it checks on its own internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from models.core import Action, Json, Model, Observation, Param, violated
+
+S = TypeVar("S")
+
+DIVERGENCE = "divergence"
+
+
+class Implementation(Protocol):
+    """What lockstep needs from a reference implementation or a port."""
+
+    def apply(self, action: Action) -> Observation: ...
+
+    def vars(self) -> dict[str, Json]: ...
+
+    def violations(self) -> list[str]: ...
+
+
+ImplementationFactory = Callable[[Mapping[str, Param], str], Implementation]
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one lockstep step produced; `failures` lists invariant names (and `divergence`)."""
+
+    observation: Observation
+    vars: dict[str, Json]
+    failures: tuple[str, ...]
+    detail: str = ""
+
+
+def _first_difference(expected: Mapping[str, Json], actual: Mapping[str, Json]) -> str:
+    for name in sorted(set(expected) | set(actual)):
+        if expected.get(name) != actual.get(name):
+            return f"{name}: model {expected.get(name)!r} != implementation {actual.get(name)!r}"
+    return ""
+
+
+class Lockstep(Generic[S]):
+    """A model state plus an optional implementation, advanced together by `apply`."""
+
+    def __init__(self, model: Model[S], implementation: Implementation | None = None) -> None:
+        self.model = model
+        self.implementation = implementation
+        self.state = model.initial()
+
+    def initial_outcome(self) -> StepOutcome:
+        return self._outcome(None, self.model.vars(self.state), None)
+
+    def apply(self, action: Action) -> StepOutcome:
+        """Step both sides; raises `ActionNotEnabled` (from the model) before touching the implementation."""
+        self.state, predicted = self.model.step(self.state, action)
+        observed = self.implementation.apply(action) if self.implementation is not None else predicted
+        return self._outcome(predicted, self.model.vars(self.state), observed)
+
+    def _outcome(
+        self, predicted: Observation, model_vars: dict[str, Json], observed: Observation
+    ) -> StepOutcome:
+        failures = violated(self.model, self.state)
+        detail = ""
+        if self.implementation is not None:
+            failures += [f for f in self.implementation.violations() if f not in failures]
+            actual = self.implementation.vars()
+            if actual != model_vars:
+                failures.append(DIVERGENCE)
+                detail = "state " + _first_difference(model_vars, actual)
+            elif predicted is not None and observed != predicted:
+                failures.append(DIVERGENCE)
+                detail = f"observation: model {predicted!r} != implementation {observed!r}"
+            model_vars = actual
+        return StepOutcome(observed, model_vars, tuple(failures), detail)

@@ -1,0 +1,59 @@
+"""The mechanisms brokerspec knows, each bound to its model, reference and known-bad variants.
+
+A mechanism module under `properties/` exposes one `MECHANISM`; the command line, the replayer and
+the corpus tests find every mechanism here, so adding one means adding its module name below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from models.core import Model, Param
+from properties.bmc import ProofResult
+from properties.lockstep import ImplementationFactory
+
+_MODULES: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """Everything the engines need to check one mechanism.
+
+    `twins` maps each known-bad variant to the invariant the harness must report on it: a check
+    that passes on `current` is only trusted because it fails on these.
+    """
+
+    name: str
+    spec: str
+    make_model: Callable[[Mapping[str, Param] | None, str], Model[Any]]
+    make_reference: ImplementationFactory | None
+    current: str
+    twins: Mapping[str, str]
+    explore_configs: Mapping[str, Mapping[str, Param]]
+    hypothesis_config: Mapping[str, Param]
+    proofs: Callable[[int], list[ProofResult]] | None = None
+    notes: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return (self.current, *self.twins)
+
+
+def mechanisms() -> dict[str, Mechanism]:
+    """Every registered mechanism by name, in a stable order."""
+    found: dict[str, Mechanism] = {}
+    for module_name in _MODULES:
+        mechanism: Mechanism = importlib.import_module(module_name).MECHANISM
+        found[mechanism.name] = mechanism
+    return found
+
+
+def get(name: str) -> Mechanism:
+    """The mechanism `name`; a `KeyError` whose message lists the known names otherwise."""
+    known = mechanisms()
+    if name not in known:
+        raise KeyError(f"unknown mechanism {name!r} (known: {', '.join(known)})")
+    return known[name]

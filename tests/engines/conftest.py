@@ -1,0 +1,12 @@
+"""Register the tiny counter as a mechanism for the engine tests that go through the registry."""
+
+from __future__ import annotations
+
+import pytest
+
+from properties import registry
+
+
+@pytest.fixture
+def tiny_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "_MODULES", (*registry._MODULES, "tests.engines.tiny"))

@@ -1,0 +1,36 @@
+"""The Hypothesis lockstep machine: passes the fixed counter, shrinks the planted bugs."""
+
+from __future__ import annotations
+
+from hypothesis import settings
+
+from properties.stateful import FailedRun, build_state_machine, find_failure
+from tests.engines.tiny import NAMES, CounterImpl, CounterModel
+
+FAST = settings(max_examples=300, stateful_step_count=20, deadline=None, derandomize=True, database=None)
+
+
+def test_fixed_counter_passes_in_lockstep() -> None:
+    machine = build_state_machine(lambda: CounterModel({"limit": 4}, "fixed"), NAMES, CounterImpl)
+    assert find_failure(machine, FAST) is None
+
+
+def test_overflow_is_found_and_shrunk_to_two_steps() -> None:
+    runs: list[FailedRun] = []
+    machine = build_state_machine(
+        lambda: CounterModel({"limit": 3}, "overflow"), NAMES, CounterImpl, on_failure=runs.append
+    )
+    error = find_failure(machine, FAST)
+    assert error is not None and "C-I1" in str(error)
+    assert runs[-1].failures == ("C-I1",)
+    assert len(runs[-1].actions) == 2
+
+
+def test_divergent_implementation_is_reported() -> None:
+    runs: list[FailedRun] = []
+    machine = build_state_machine(
+        lambda: CounterModel({"limit": 6}, "fixed"), NAMES, lambda: CounterImpl(off_by_one=True), on_failure=runs.append
+    )
+    assert find_failure(machine, FAST) is not None
+    assert "divergence" in runs[-1].failures
+    assert [a.name for a in runs[-1].actions] == ["add"]

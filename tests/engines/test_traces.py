@@ -1,0 +1,146 @@
+"""Trace format, replay, shrink and promote on the tiny counter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import itf_py
+import pytest
+
+from models.core import Action
+from properties.lockstep import Lockstep
+from traces import format as tf
+from traces.promote import promote
+from traces.replay import record, replay, reproduction_problems
+from traces.shrink import failure_oracle, shrink
+from tests.engines.tiny import CounterImpl, CounterModel
+
+LONG_RUN = [Action.of("inc"), Action.of("reset"), Action.of("lock"), Action.of("inc"), Action.of("add", n=1),
+            Action.of("reset"), Action.of("add", n=1), Action.of("add", n=1), Action.of("add", n=2)]
+
+
+def overflow_trace() -> tf.Trace:
+    return record(CounterModel({"limit": 3}, "overflow"), LONG_RUN, engine="test", seed=7)
+
+
+def test_record_marks_the_first_failure_and_round_trips(tmp_path: Path) -> None:
+    trace = overflow_trace()
+    assert trace.failure["names"] == ["C-I1"]
+    assert trace.failure["step"] == len(trace.steps) - 1
+    path = tf.save(trace, tmp_path / "t.json")
+    again = tf.load(path)
+    assert again.actions == trace.actions
+    assert again.steps[-1].violations == ("C-I1",)
+    assert tf.dumps(again) == tf.dumps(trace)
+
+
+def test_itf_py_reads_what_we_write(tmp_path: Path) -> None:
+    doc = tf.to_json(overflow_trace())
+    parsed = itf_py.trace_from_json(doc)
+    assert len(parsed.states) == len(doc["states"])
+    assert parsed.states[-1].values["x"] == 4
+    assert parsed.states[1].values[tf.ACTION] == "inc"
+
+
+def test_same_seed_gives_byte_identical_traces() -> None:
+    assert tf.dumps(overflow_trace()) == tf.dumps(overflow_trace())
+
+
+@pytest.mark.usefixtures("tiny_registered")
+def test_replay_reproduces_against_model_and_reference(tmp_path: Path) -> None:
+    trace = overflow_trace()
+    for side in ("model", "reference"):
+        result = replay(trace, "t.json", against=side)
+        assert result.step == trace.failure["step"] and result.failures == ("C-I1",)
+    with pytest.raises(tf.TraceError, match=r"t.json: step 9: add\(n=2\) is not enabled"):
+        replay(trace, "t.json", variant="fixed", check_vars=False)  # the fix forbids the overflow
+    path = tf.save(trace, tmp_path / "t.json")
+    assert reproduction_problems(path) == []
+    doc = json.loads(path.read_text())
+    doc["#meta"]["brokerspec"]["failure"]["step"] = 3
+    assert "expected ['C-I1'] at step 3" in reproduction_problems(_write(tmp_path, doc))[0]
+
+
+def test_shrink_returns_a_strictly_shorter_trace_with_the_same_failure() -> None:
+    def make() -> Lockstep[object]:
+        return Lockstep(CounterModel({"limit": 3}, "overflow"), CounterImpl())  # type: ignore[arg-type]
+
+    fails = failure_oracle(make, "C-I1")
+    small = shrink(LONG_RUN, fails)
+    assert len(small) == 3 < len(LONG_RUN)  # two steps to reach x=2, one add(2) past the limit
+    assert small[-1] == Action.of("add", n=2)
+    assert fails(small)
+    assert not any(fails(small[:i] + small[i + 1 :]) for i in range(len(small)))
+
+
+def _write(tmp_path: Path, doc: object | str) -> Path:
+    path = tmp_path / "bad.json"
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def _good_doc() -> dict:  # type: ignore[type-arg]
+    return tf.to_json(overflow_trace())
+
+
+def _set(path: tuple[object, ...], value: object) -> dict:  # type: ignore[type-arg]
+    doc = _good_doc()
+    *parents, last = path
+    node = doc
+    for key in parents:
+        node = node[key]
+    if value is None:
+        del node[last]
+    else:
+        node[last] = value
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ("{ not json", "line 1: not valid JSON"),
+        (_set(("#meta", "brokerspec", "schema"), 99), "unsupported trace schema version 99"),
+        (_set(("states", 2, tf.PARAMS), None), "step 2: missing field 'mbt::nondetPicks'"),
+        (_set(("states", 3, "x"), None), "step 3: missing variable 'x'"),
+        (_set(("states", 1, tf.ACTION), 5), "step 1: field 'mbt::actionTaken' must be str"),
+    ],
+    ids=["bad-json", "wrong-version", "missing-field", "missing-variable", "wrong-type"],
+)
+def test_malformed_traces_get_one_line_errors(tmp_path: Path, doc: object, message: str) -> None:
+    path = _write(tmp_path, doc)
+    with pytest.raises(tf.TraceError) as info:
+        tf.load(path)
+    text = str(info.value)
+    assert "\n" not in text
+    assert text.startswith(str(path))
+    assert message in text
+
+
+@pytest.mark.usefixtures("tiny_registered")
+def test_unknown_and_disabled_actions_are_rejected_naming_the_step(tmp_path: Path) -> None:
+    doc = _good_doc()
+    doc["states"][2][tf.ACTION] = "explode"
+    with pytest.raises(tf.TraceError, match=r"step 2: unknown action 'explode' for tiny"):
+        replay(tf.load(_write(tmp_path, doc)), "bad.json")
+    doc = _good_doc()
+    doc["states"][2][tf.ACTION] = "lock"  # already locked? no: state 2 is after inc, reset -> lock is enabled
+    doc["states"][3][tf.ACTION] = "lock"
+    with pytest.raises(tf.TraceError, match=r"bad.json: step 3: lock\(\) is not enabled"):
+        replay(tf.load(_write(tmp_path, doc)), "bad.json", check_vars=False)
+
+
+@pytest.mark.usefixtures("tiny_registered")
+def test_promote_writes_a_test_that_replays_the_corpus_trace(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    corpus = repo / "traces" / "corpus"
+    trace = record(CounterModel({"limit": 3}, "overflow"), [Action.of("add", n=2)] * 2, engine="test")
+    source = tf.save(trace, tmp_path / "found.json")
+    test_path = promote(source, repo / "tests" / "regressions", corpus_root=corpus)
+    assert (corpus / "tiny" / "found.json").exists()
+    text = test_path.read_text()
+    assert "reproduction_problems(TRACE) == []" in text
+    namespace: dict[str, object] = {"__file__": str(test_path)}
+    exec(compile(text, str(test_path), "exec"), namespace)  # the generated test module itself
+    namespace["test_found"]()  # type: ignore[operator]

@@ -1,0 +1,228 @@
+"""The brokerspec trace: ITF-compatible JSON with provenance, actions, observations and violations.
+
+A trace is data, never code: it is read with `json` and validated field by field, and every
+problem is reported as one line naming the file and the step. The layout follows the ITF format
+of Apalache/Quint (`#meta`, `vars`, `states`), so `itf-py` and Quint tooling can read it; each
+state carries the action taken to reach it (`mbt::actionTaken`, `mbt::nondetPicks`, as Quint's
+model-based-testing traces do), the observation the implementation returned, and the names of
+the invariants that failed in it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from models.core import Action, Json, Observation, Param
+
+SCHEMA_VERSION = 1
+ACTION = "mbt::actionTaken"
+PARAMS = "mbt::nondetPicks"
+OBSERVATION = "brokerspec::observation"
+VIOLATIONS = "brokerspec::violations"
+RESERVED = (ACTION, PARAMS, OBSERVATION, VIOLATIONS)
+INIT = "init"
+_SAFE_INT = 2**53 - 1
+
+
+class TraceError(Exception):
+    """A trace that cannot be used, with a one-line message naming the file and the step."""
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """One state of a trace and the action that led to it (`init` for the first state)."""
+
+    action: Action
+    vars: dict[str, Json]
+    observation: Observation
+    violations: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A run of one mechanism: provenance plus the sequence of states."""
+
+    mechanism: str
+    variant: str
+    engine: str
+    config: dict[str, Param]
+    steps: tuple[TraceStep, ...]
+    seed: int | None = None
+    failure: dict[str, Json] = field(default_factory=dict)
+    version: str = "0.1.0"
+
+    @property
+    def actions(self) -> tuple[Action, ...]:
+        """The actions after the initial state, i.e. what a replay executes."""
+        return tuple(s.action for s in self.steps[1:])
+
+
+def _encode(value: Any) -> Any:
+    """Python value -> ITF JSON: big ints as `#bigint`, tuples/lists as arrays, dicts as records."""
+    if isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return value if -_SAFE_INT <= value <= _SAFE_INT else {"#bigint": str(value)}
+    if isinstance(value, list | tuple):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _encode(v) for k, v in value.items()}
+    raise TypeError(f"cannot encode {type(value).__name__} in a trace: {value!r}")
+
+
+def _decode(value: Any) -> Any:
+    """ITF JSON -> Python value; arrays come back as lists, `#bigint` as int."""
+    if isinstance(value, dict):
+        if set(value) == {"#bigint"}:
+            return int(value["#bigint"])
+        if set(value) == {"#tup"}:
+            return [_decode(v) for v in value["#tup"]]
+        return {k: _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def _param(value: Any) -> Param:
+    """Arrays in params become tuples again, so a decoded action equals the one recorded."""
+    if isinstance(value, list):
+        return tuple(_param(v) for v in value)
+    return value  # type: ignore[no-any-return]
+
+
+def to_json(trace: Trace) -> dict[str, Any]:
+    """The ITF document for `trace`; deterministic (no clock, no host data) so seeds reproduce bytes."""
+    var_names = sorted(trace.steps[0].vars) if trace.steps else []
+    states = []
+    for index, step in enumerate(trace.steps):
+        state: dict[str, Any] = {"#meta": {"index": index}}
+        state.update({name: _encode(step.vars[name]) for name in var_names})
+        state[ACTION] = step.action.name
+        state[PARAMS] = _encode(step.action.as_dict())
+        state[OBSERVATION] = _encode(step.observation if step.observation is not None else {})
+        state[VIOLATIONS] = list(step.violations)
+        states.append(state)
+    return {
+        "#meta": {
+            "format": "ITF",
+            "format-description": "https://apalache-mc.org/docs/adr/015adr-trace.html",
+            "source": "brokerspec",
+            "brokerspec": {
+                "schema": SCHEMA_VERSION,
+                "version": trace.version,
+                "mechanism": trace.mechanism,
+                "variant": trace.variant,
+                "engine": trace.engine,
+                "seed": trace.seed,
+                "config": _encode(trace.config),
+                "failure": _encode(trace.failure),
+            },
+        },
+        "vars": [*var_names, *RESERVED],
+        "states": states,
+    }
+
+
+def dumps(trace: Trace) -> str:
+    return json.dumps(to_json(trace), indent=1, ensure_ascii=False) + "\n"
+
+
+def save(trace: Trace, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dumps(trace), encoding="utf-8")
+    return path
+
+
+def _require(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in obj:
+        raise TraceError(f"{where}: missing field {key!r}")
+    value = obj[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise TraceError(f"{where}: field {key!r} must be {names}, got {type(value).__name__}")
+    return value
+
+
+def from_json(doc: Any, source: str) -> Trace:
+    """Validate an ITF document and build the trace; every error names `source` and the step."""
+    if not isinstance(doc, dict):
+        raise TraceError(f"{source}: a trace is a JSON object, got {type(doc).__name__}")
+    meta = _require(doc, "#meta", dict, source)
+    info = _require(meta, "brokerspec", dict, f"{source}: #meta")
+    schema = _require(info, "schema", int, f"{source}: #meta.brokerspec")
+    if schema != SCHEMA_VERSION:
+        raise TraceError(
+            f"{source}: unsupported trace schema version {schema} (this brokerspec reads {SCHEMA_VERSION})"
+        )
+    where = f"{source}: #meta.brokerspec"
+    mechanism = _require(info, "mechanism", str, where)
+    variant = _require(info, "variant", str, where)
+    engine = _require(info, "engine", str, where)
+    config = _decode(_require(info, "config", dict, where))
+    seed = info.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise TraceError(f"{where}: field 'seed' must be an integer or null")
+    failure = _decode(info.get("failure", {}))
+    raw_states = _require(doc, "states", list, source)
+    if not raw_states:
+        raise TraceError(f"{source}: the trace has no states")
+    declared = _require(doc, "vars", list, source)
+    steps = []
+    for index, raw in enumerate(raw_states):
+        at = f"{source}: step {index}"
+        if not isinstance(raw, dict):
+            raise TraceError(f"{at}: a state is a JSON object, got {type(raw).__name__}")
+        name = _require(raw, ACTION, str, at)
+        params = _require(raw, PARAMS, dict, at)
+        observation = _require(raw, OBSERVATION, dict, at)
+        violations = _require(raw, VIOLATIONS, list, at)
+        if not all(isinstance(v, str) for v in violations):
+            raise TraceError(f"{at}: field {VIOLATIONS!r} must list invariant names")
+        missing = [v for v in declared if v not in raw]
+        if missing:
+            raise TraceError(f"{at}: missing variable {missing[0]!r}")
+        if index == 0 and name != INIT:
+            raise TraceError(f"{at}: the first state must have action {INIT!r}, got {name!r}")
+        if index > 0 and name == INIT:
+            raise TraceError(f"{at}: action {INIT!r} may only label the first state")
+        action = Action(name, tuple(sorted((k, _param(_decode(v))) for k, v in params.items())))
+        state_vars = {k: _decode(raw[k]) for k in declared if k not in RESERVED}
+        steps.append(TraceStep(action, state_vars, _decode(observation), tuple(violations)))
+    return Trace(
+        mechanism=mechanism,
+        variant=variant,
+        engine=engine,
+        config={k: _param(v) for k, v in config.items()},
+        steps=tuple(steps),
+        seed=seed,
+        failure=failure,
+        version=str(info.get("version", "")),
+    )
+
+
+def loads(text: str, source: str) -> Trace:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{source}: line {exc.lineno}: not valid JSON: {exc.msg}") from None
+    return from_json(doc, source)
+
+
+def load(path: Path) -> Trace:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: not UTF-8 text") from None
+    return loads(text, str(path))
+
+
+def normalise(value: Json) -> Json:
+    """A value as it reads back from a trace (tuples become lists), for comparing with recorded vars."""
+    return _decode(json.loads(json.dumps(_encode(value))))  # type: ignore[no-any-return]
+

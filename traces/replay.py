@@ -1,0 +1,161 @@
+"""Record runs as traces, and replay traces against the model or the reference implementation.
+
+Recording and replaying share `properties.lockstep`, so a trace replays to exactly the failure it
+recorded. A replay re-checks that every action is enabled where it is taken and that every state
+matches the recorded variables: a trace that no longer fits the code is an input error naming the
+step, never a silent pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from models.core import Action, ActionNotEnabled, Json, Model
+from properties import registry
+from properties.lockstep import DIVERGENCE, Implementation, Lockstep, StepOutcome
+from traces.format import INIT, Trace, TraceError, TraceStep, load, normalise
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """Where the replay first failed (`step` is None when it did not) and how."""
+
+    steps: int
+    step: int | None
+    failures: tuple[str, ...]
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.step is None
+
+
+def _init_step(outcome: StepOutcome) -> TraceStep:
+    return TraceStep(Action(INIT), outcome.vars, outcome.observation, outcome.failures)
+
+
+def record(
+    model: Model[Any],
+    actions: Sequence[Action],
+    *,
+    engine: str,
+    seed: int | None = None,
+    implementation: Implementation | None = None,
+    stop_at_failure: bool = True,
+) -> Trace:
+    """Execute `actions` (in lockstep with `implementation` if given) and keep every state."""
+    lockstep = Lockstep(model, implementation)
+    first = lockstep.initial_outcome()
+    steps = [_init_step(first)]
+    failure: dict[str, Json] = {}
+    if first.failures:
+        failure = {"step": 0, "names": list(first.failures), "detail": first.detail}
+    for index, action in enumerate(actions, start=1):
+        if failure and stop_at_failure:
+            break
+        outcome = lockstep.apply(action)
+        steps.append(TraceStep(action, outcome.vars, outcome.observation, outcome.failures))
+        if outcome.failures and not failure:
+            failure = {"step": index, "names": list(outcome.failures), "detail": outcome.detail}
+    return Trace(
+        mechanism=model.mechanism,
+        variant=model.variant,
+        engine=engine,
+        config=dict(model.config),
+        steps=tuple(steps),
+        seed=seed,
+        failure=failure,
+    )
+
+
+def model_for(trace: Trace, source: str, variant: str | None = None) -> Model[Any]:
+    """The model the trace was recorded on (or `variant` of it); a `TraceError` if it does not exist."""
+    try:
+        mechanism = registry.get(trace.mechanism)
+    except KeyError as exc:
+        raise TraceError(f"{source}: {exc.args[0]}") from None
+    try:
+        return mechanism.make_model(trace.config, variant or trace.variant)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise TraceError(f"{source}: cannot build the {trace.mechanism} model: {exc}") from None
+
+
+def replay(
+    trace: Trace,
+    source: str,
+    *,
+    against: str = "model",
+    variant: str | None = None,
+    check_vars: bool = True,
+) -> ReplayResult:
+    """Re-run the trace's actions; raise `TraceError` where the trace does not fit, else report failures.
+
+    `against` is "model" or "reference"; `variant` replays the same actions on another variant
+    (then recorded states are not compared, since they are expected to differ).
+    """
+    model = model_for(trace, source, variant)
+    implementation: Implementation | None = None
+    if against == "reference":
+        make = registry.get(trace.mechanism).make_reference
+        if make is None:
+            raise TraceError(f"{source}: {trace.mechanism} has no reference implementation to replay against")
+        implementation = make(trace.config, variant or trace.variant)
+    elif against != "model":
+        raise TraceError(f"{source}: cannot replay against {against!r} (model or reference)")
+    compare = check_vars and variant in (None, trace.variant)
+    known = set(model.action_names)
+    lockstep = Lockstep(model, implementation)
+    outcome = lockstep.initial_outcome()
+    for index, step in enumerate(trace.steps):
+        if index > 0:
+            if step.action.name not in known:
+                raise TraceError(f"{source}: step {index}: unknown action {step.action.name!r} for {trace.mechanism}")
+            try:
+                outcome = lockstep.apply(step.action)
+            except ActionNotEnabled as exc:
+                raise TraceError(f"{source}: step {index}: {exc}") from None
+        if compare and normalise(outcome.vars) != step.vars:
+            names = sorted(set(outcome.vars) | set(step.vars))
+            diff = next(n for n in names if normalise(outcome.vars.get(n)) != step.vars.get(n))
+            return ReplayResult(
+                len(trace.steps), index, (DIVERGENCE,),
+                f"variable {diff!r}: recorded {step.vars.get(diff)!r}, replayed {normalise(outcome.vars.get(diff))!r}",
+            )
+        if outcome.failures:
+            return ReplayResult(len(trace.steps), index, outcome.failures, outcome.detail)
+    return ReplayResult(len(trace.steps), None, ())
+
+
+def reproduction_problems(path: Path, current: str | None = None) -> list[str]:
+    """What is wrong with a saved counterexample: empty when it still reproduces as recorded.
+
+    The trace must fail at the recorded step with the recorded invariants, on the model and on
+    the reference implementation; and when it was found on a historical variant, the same actions
+    must pass on `current` wherever they are enabled there (the bug stays fixed).
+    """
+    trace = load(path)
+    problems: list[str] = []
+    expected_step = trace.failure.get("step")
+    expected_names = trace.failure.get("names", [])
+    mechanism = registry.get(trace.mechanism)
+    sides = ["model"] + (["reference"] if mechanism.make_reference is not None else [])
+    for side in sides:
+        result = replay(trace, str(path), against=side)
+        if result.step != expected_step or sorted(result.failures) != sorted(expected_names):  # type: ignore[arg-type]
+            problems.append(
+                f"{path}: against the {side}: expected {expected_names} at step {expected_step}, "
+                f"got {list(result.failures)} at step {result.step} {result.detail}".rstrip()
+            )
+    fixed = current or mechanism.current
+    if trace.variant != fixed:
+        try:
+            result = replay(trace, str(path), variant=fixed, check_vars=False)
+        except TraceError:
+            result = ReplayResult(0, None, ())  # the historical actions are not all possible on current
+        if not result.ok:
+            problems.append(f"{path}: still fails on {fixed}: {list(result.failures)} at step {result.step}")
+    return problems
+

@@ -1,0 +1,85 @@
+"""Delta debugging over a failing run: fewer steps, then smaller parameters, same failure.
+
+A candidate is kept only if every action is still enabled where it is taken (the model raises
+otherwise) and the run still fails with the target invariant. Removal follows Zeller's ddmin
+over the step list; parameters are then lowered one at a time toward 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from models.core import Action, ActionNotEnabled, Param
+from properties.lockstep import Lockstep
+
+Oracle = Callable[[Sequence[Action]], bool]
+
+
+def failure_oracle(make_lockstep: Callable[[], Lockstep[object]], target: str) -> Oracle:
+    """True when the actions, run from a fresh lockstep, reach a state failing `target`."""
+
+    def fails(actions: Sequence[Action]) -> bool:
+        lockstep = make_lockstep()
+        if target in lockstep.initial_outcome().failures:
+            return True
+        try:
+            for action in actions:
+                if target in lockstep.apply(action).failures:
+                    return True
+        except ActionNotEnabled:
+            return False
+        return False
+
+    return fails
+
+
+def _ddmin(actions: list[Action], fails: Oracle) -> list[Action]:
+    granularity = 2
+    while len(actions) >= 2:
+        size = max(1, len(actions) // granularity)
+        chunks = [actions[i : i + size] for i in range(0, len(actions), size)]
+        for i in range(len(chunks)):
+            candidate = [a for j, chunk in enumerate(chunks) if j != i for a in chunk]
+            if fails(candidate):
+                actions = candidate
+                granularity = max(granularity - 1, 2)
+                break
+        else:
+            if granularity >= len(actions):
+                break
+            granularity = min(len(actions), granularity * 2)
+    return actions
+
+
+def _smaller(value: Param) -> list[Param]:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return []
+    return sorted({0, 1, value // 2, value - 1} - {value})
+
+
+def _lower_params(actions: list[Action], fails: Oracle) -> list[Action]:
+    for index, action in enumerate(actions):
+        for position, (name, value) in enumerate(action.params):
+            for smaller in _smaller(value):
+                params = list(action.params)
+                params[position] = (name, smaller)
+                candidate_action = replace(action, params=tuple(params))
+                candidate = [*actions[:index], candidate_action, *actions[index + 1 :]]
+                if fails(candidate):
+                    actions, action = candidate, candidate_action
+                    break
+    return actions
+
+
+def shrink(actions: Sequence[Action], fails: Oracle, max_rounds: int = 8) -> tuple[Action, ...]:
+    """The smallest run found that still `fails`; `actions` itself must fail."""
+    current = list(actions)
+    if not fails(current):
+        raise ValueError("shrink needs a failing run to start from")
+    for _ in range(max_rounds):
+        before = list(current)
+        current = _lower_params(_ddmin(current, fails), fails)
+        if current == before:
+            break
+    return tuple(current)
