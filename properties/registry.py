@@ -23,7 +23,8 @@ class Mechanism:
     """Everything the engines need to check one mechanism.
 
     `twins` maps each known-bad variant to the invariant the harness must report on it: a check
-    that passes on `current` is only trusted because it fails on these.
+    that passes on `current` is only trusted because it fails on these. `proofs(depth)` returns
+    Z3 verdicts, each with whether it must hold (False for a mutant twin that must fail).
     """
 
     name: str
@@ -34,7 +35,7 @@ class Mechanism:
     twins: Mapping[str, str]
     explore_configs: Mapping[str, Mapping[str, Param]]
     hypothesis_config: Mapping[str, Param]
-    proofs: Callable[[int], list[ProofResult]] | None = None
+    proofs: Callable[[int], list[tuple[ProofResult, bool]]] | None = None
     notes: Mapping[str, str] = field(default_factory=dict)
 
     @property

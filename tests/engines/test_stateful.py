@@ -34,3 +34,25 @@ def test_divergent_implementation_is_reported() -> None:
     assert find_failure(machine, FAST) is not None
     assert "divergence" in runs[-1].failures
     assert [a.name for a in runs[-1].actions] == ["add"]
+
+
+def test_same_seed_gives_byte_identical_traces() -> None:
+    """Two searches from the same seed shrink to the same run and write the same bytes."""
+    from hypothesis import seed
+
+    from traces.format import dumps
+    from traces.replay import record
+
+    def search() -> str:
+        runs: list[FailedRun] = []
+        machine = build_state_machine(
+            lambda: CounterModel({"limit": 5}, "overflow"), NAMES, CounterImpl, on_failure=runs.append
+        )
+        loose = settings(max_examples=300, stateful_step_count=20, deadline=None, database=None)
+        assert find_failure(seed(1234)(machine), loose) is not None
+        trace = record(CounterModel({"limit": 5}, "overflow"), runs[-1].actions, engine="hypothesis", seed=1234)
+        return dumps(trace)
+
+    first, second = search(), search()
+    assert first == second
+    assert '"seed": 1234' in first

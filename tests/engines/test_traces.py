@@ -10,11 +10,11 @@ import pytest
 
 from models.core import Action
 from properties.lockstep import Lockstep
+from tests.engines.tiny import CounterImpl, CounterModel
 from traces import format as tf
 from traces.promote import promote
 from traces.replay import record, replay, reproduction_problems
 from traces.shrink import failure_oracle, shrink
-from tests.engines.tiny import CounterImpl, CounterModel
 
 LONG_RUN = [Action.of("inc"), Action.of("reset"), Action.of("lock"), Action.of("inc"), Action.of("add", n=1),
             Action.of("reset"), Action.of("add", n=1), Action.of("add", n=1), Action.of("add", n=2)]

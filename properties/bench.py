@@ -1,0 +1,48 @@
+"""`brokerspec bench`: throughput of the engines and time-to-bug on the known-bad variants.
+
+Speed goals live here, never in timed tests: the figures are measured in one run, on one
+process, and reported as numbers (and ratios against the goals) for the issue notes.
+"""
+
+from __future__ import annotations
+
+import time
+
+from properties.explorer import explore
+from properties.registry import Mechanism
+
+EXPLORER_GOAL = 100_000  # distinct states per second
+STATEFUL_GOAL = 2_000  # lockstep steps per second
+
+
+def bench(mechanism: Mechanism, *, seconds: float, seed: int) -> dict[str, object]:
+    """Measure one mechanism; every value is a plain number or string for the table and JSON."""
+    from properties.cli import run_stateful  # the CLI owns the batching loop; import late to avoid a cycle
+
+    out: dict[str, object] = {"mechanism": mechanism.name}
+    name, config = max(mechanism.explore_configs.items(), key=lambda item: len(str(item[1])))
+    model = mechanism.make_model(config, mechanism.current)
+    result = explore(model, check_liveness=False, max_states=2_000_000)
+    out["explorer_config"] = name
+    out["explorer_states"] = len(result.states)
+    out["explorer_states_per_s"] = round(result.states_per_second)
+    out["explorer_vs_goal"] = round(result.states_per_second / EXPLORER_GOAL, 2)
+    started = time.perf_counter()
+    explore(model, check_liveness=True, max_states=2_000_000)
+    out["explorer_with_liveness_s"] = round(time.perf_counter() - started, 2)
+    run, _, steps, elapsed = run_stateful(mechanism, mechanism.current, seed, seconds, "ci")
+    out["stateful_steps"] = steps
+    out["stateful_steps_per_s"] = round(steps / elapsed) if elapsed else 0
+    out["stateful_vs_goal"] = round(steps / elapsed / STATEFUL_GOAL, 2) if elapsed else 0
+    out["stateful_current_passed"] = run is None
+    for variant, invariant in mechanism.twins.items():
+        for config_name, twin_config in mechanism.explore_configs.items():
+            started = time.perf_counter()
+            found = explore(mechanism.make_model(twin_config, variant), stop_on_violation=True, check_liveness=False)
+            hit = [f for f in found.findings if f.name == invariant]
+            key = f"time_to_{invariant}_{variant}_explorer[{config_name}]_s"
+            out[key] = round(time.perf_counter() - started, 2) if hit else "not found"
+        run, _, _, elapsed = run_stateful(mechanism, variant, seed, 60.0, "ci")
+        caught = run is not None and invariant in run.failures
+        out[f"time_to_{invariant}_{variant}_hypothesis_s"] = round(elapsed, 2) if caught else "not found in 60s"
+    return out
