@@ -15,7 +15,7 @@ from traces.format import load
 
 CORPUS = Path(__file__).parent / "corpus"
 
-_TEMPLATE = '''"""Regression: {mechanism} `{variant}` {names} (found by {engine}{seed}), promoted by `brokerspec promote`."""
+_TEMPLATE = '''"""Regression: {mechanism} `{variant}` {names} (found by {engine}{seed}), via `brokerspec promote`."""
 
 from pathlib import Path
 

@@ -112,18 +112,17 @@ def replay(
     for index, step in enumerate(trace.steps):
         if index > 0:
             if step.action.name not in known:
-                raise TraceError(f"{source}: step {index}: unknown action {step.action.name!r} for {trace.mechanism}")
+                unknown = step.action.name
+                raise TraceError(f"{source}: step {index}: unknown action {unknown!r} for {trace.mechanism}")
             try:
                 outcome = lockstep.apply(step.action)
             except ActionNotEnabled as exc:
                 raise TraceError(f"{source}: step {index}: {exc}") from None
-        if compare and normalise(outcome.vars) != step.vars:
-            names = sorted(set(outcome.vars) | set(step.vars))
-            diff = next(n for n in names if normalise(outcome.vars.get(n)) != step.vars.get(n))
-            return ReplayResult(
-                len(trace.steps), index, (DIVERGENCE,),
-                f"variable {diff!r}: recorded {step.vars.get(diff)!r}, replayed {normalise(outcome.vars.get(diff))!r}",
-            )
+        replayed = normalise(outcome.vars)
+        if compare and isinstance(replayed, dict) and replayed != step.vars:
+            diff = next(n for n in sorted(set(replayed) | set(step.vars)) if replayed.get(n) != step.vars.get(n))
+            detail = f"variable {diff!r}: recorded {step.vars.get(diff)!r}, replayed {replayed.get(diff)!r}"
+            return ReplayResult(len(trace.steps), index, (DIVERGENCE,), detail)
         if outcome.failures:
             return ReplayResult(len(trace.steps), index, outcome.failures, outcome.detail)
     return ReplayResult(len(trace.steps), None, ())
@@ -139,12 +138,13 @@ def reproduction_problems(path: Path, current: str | None = None) -> list[str]:
     trace = load(path)
     problems: list[str] = []
     expected_step = trace.failure.get("step")
-    expected_names = trace.failure.get("names", [])
+    names = trace.failure.get("names")
+    expected_names = sorted(str(n) for n in names) if isinstance(names, list) else []
     mechanism = registry.get(trace.mechanism)
     sides = ["model"] + (["reference"] if mechanism.make_reference is not None else [])
     for side in sides:
         result = replay(trace, str(path), against=side)
-        if result.step != expected_step or sorted(result.failures) != sorted(expected_names):  # type: ignore[arg-type]
+        if result.step != expected_step or sorted(result.failures) != expected_names:
             problems.append(
                 f"{path}: against the {side}: expected {expected_names} at step {expected_step}, "
                 f"got {list(result.failures)} at step {result.step} {result.detail}".rstrip()
