@@ -45,4 +45,6 @@ def bench(mechanism: Mechanism, *, seconds: float, seed: int) -> dict[str, objec
         run, _, _, elapsed = run_stateful(mechanism, variant, seed, 60.0, "ci")
         caught = run is not None and invariant in run.failures
         out[f"time_to_{invariant}_{variant}_hypothesis_s"] = round(elapsed, 2) if caught else "not found in 60s"
+    if mechanism.bench is not None:
+        out.update(mechanism.bench())
     return out

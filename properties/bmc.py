@@ -59,7 +59,7 @@ class ProofResult:
 
     def summary(self) -> str:
         if self.status == "inductive":
-            return f"inductive (k={self.induction_k}), all depths"
+            return f"{self.induction_k}-inductive: holds at every depth (so to {self.depth})"
         if self.status == "bounded":
             return f"holds to depth {self.depth}"
         return f"counterexample at depth {self.depth}: " + ", ".join(str(a) for a in self.actions)
@@ -103,7 +103,11 @@ def bmc(system: SymbolicSystem, depth: int, invariants: Sequence[str] | None = N
     open_names = list(names)
     results: dict[str, ProofResult] = {}
     for d in range(depth + 1):
-        for name in list(open_names):
+        solver.push()
+        solver.add(z3.Or(*[z3.Not(system.invariants[n](frames[d])) for n in open_names]))
+        any_broken = solver.check() == z3.sat
+        solver.pop()
+        for name in list(open_names) if any_broken else []:
             solver.push()
             solver.add(z3.Not(system.invariants[name](frames[d])))
             if solver.check() == z3.sat:
@@ -152,14 +156,21 @@ def k_induction(system: SymbolicSystem, max_k: int, invariants: Sequence[str] | 
     return None
 
 
-def prove(system: SymbolicSystem, depth: int, max_k: int = 3) -> list[ProofResult]:
-    """BMC to `depth` for each invariant; if none fails, try to close the proof by k-induction."""
-    results = bmc(system, depth)
-    if all(r.holds for r in results):
-        k = k_induction(system, min(max_k, depth + 1))
-        if k is not None:
-            return [
-                ProofResult(r.system, r.invariant, "inductive", r.depth, k, elapsed_s=r.elapsed_s)
-                for r in results
-            ]
-    return results
+def prove(
+    system: SymbolicSystem, depth: int, max_k: int = 3, invariants: Sequence[str] | None = None
+) -> list[ProofResult]:
+    """Every invariant for all executions of at most `depth` steps, or for all depths by induction.
+
+    k-induction is tried first: if the conjunction is k-inductive, BMC to depth k-1 is the base
+    case and together they prove every depth (so in particular `depth`). Otherwise BMC runs to
+    `depth` and returns the shortest counterexamples it meets.
+    """
+    started = time.perf_counter()
+    k = k_induction(system, max_k, invariants)
+    if k is not None:
+        base = bmc(system, k - 1, invariants)
+        if all(r.holds for r in base):
+            elapsed = time.perf_counter() - started
+            return [ProofResult(r.system, r.invariant, "inductive", depth, k, elapsed_s=elapsed) for r in base]
+        return base
+    return bmc(system, depth, invariants)

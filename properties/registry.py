@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from models.core import Model, Param
@@ -25,6 +25,7 @@ class Mechanism:
     `twins` maps each known-bad variant to the invariant the harness must report on it: a check
     that passes on `current` is only trusted because it fails on these. `proofs(depth)` returns
     Z3 verdicts, each with whether it must hold (False for a mutant twin that must fail).
+    `bench` adds the mechanism's own measurements (e.g. a memory experiment) to `brokerspec bench`.
     """
 
     name: str
@@ -36,7 +37,7 @@ class Mechanism:
     explore_configs: Mapping[str, Mapping[str, Param]]
     hypothesis_config: Mapping[str, Param]
     proofs: Callable[[int], list[tuple[ProofResult, bool]]] | None = None
-    notes: Mapping[str, str] = field(default_factory=dict)
+    bench: Callable[[], dict[str, object]] | None = None
 
     @property
     def variants(self) -> tuple[str, ...]:
