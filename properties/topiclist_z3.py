@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import z3
 
 from models.core import Action
-from properties.bmc import Frame, ProofResult, SymbolicSystem, prove
+from properties.bmc import Frame, ProofResult, Sort, SymbolicSystem, prove
 
 QUEUE = 3
 SLOTS = 4
@@ -31,14 +31,14 @@ MUTANTS = {"release_not_idempotent": "TL-I2", "grant_any_fitting": "TL-I3"}
 ACTIONS = ("acquire", "grow", "release", "grant", "timeout", "cancel_head", "shrink", "close")
 
 
-def _state_sorts() -> dict[str, z3.ExprRef]:
-    sorts: dict[str, object] = {"max": z3.Int, "avail": z3.Int, "closed": z3.Bool, "qlen": z3.Int,
+def _state_sorts() -> dict[str, Sort]:
+    sorts: dict[str, Sort] = {"max": z3.Int, "avail": z3.Int, "closed": z3.Bool, "qlen": z3.Int,
                                 "nseq": z3.Int, "last": z3.Int}
     for i in range(QUEUE):
         sorts.update({f"qn{i}": z3.Int, f"qp{i}": z3.Int, f"qs{i}": z3.Int})
     for j in range(SLOTS):
         sorts.update({f"pv{j}": z3.Int, f"po{j}": z3.Int, f"pu{j}": z3.Bool})
-    return sorts  # type: ignore[return-value]
+    return sorts
 
 
 def _sum(terms: list[z3.ArithRef]) -> z3.ArithRef:
@@ -163,7 +163,7 @@ def semaphore_system(mutant: str | None = None) -> SymbolicSystem:
 
     return SymbolicSystem(
         name=f"AsyncSemaphore[{mutant}]" if mutant else "AsyncSemaphore",
-        state=_state_sorts(),  # type: ignore[arg-type]
+        state=_state_sorts(),
         choice={"n": z3.Int, "j": z3.Int, "k": z3.Int, "i": z3.Int},
         action_names=ACTIONS,
         init=init,
