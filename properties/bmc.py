@@ -100,6 +100,8 @@ def bmc(system: SymbolicSystem, depth: int, invariants: Sequence[str] | None = N
     frames = [_frame(system.state, "0")]
     choices: list[Frame] = []
     solver.add(system.init(frames[0]))
+    if solver.check() == z3.unsat:
+        raise ValueError(f"{system.name}: no initial state satisfies init, so any proof would be vacuous")
     open_names = list(names)
     results: dict[str, ProofResult] = {}
     for d in range(depth + 1):
