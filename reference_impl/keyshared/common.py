@@ -1,0 +1,64 @@
+"""Types shared by every component: positions, IllegalStateError and the broker-side Consumer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .pending_acks import PendingAcksAddHandler, PendingAcksMap, PendingAcksRemoveHandler
+
+if TYPE_CHECKING:
+    from .draining import ConsumerDrainingStats
+
+# (ledger_id, entry_id); tuples compare lexicographically, like Pulsar positions.
+Position = tuple[int, int]
+
+
+class IllegalStateError(RuntimeError):
+    """Java's IllegalStateException."""
+
+
+class Consumer:
+    """A connected Key_Shared consumer as the broker sees it.
+
+    Identity matters (§2): `__eq__`/`__hash__` are deliberately not overridden, so every dict and
+    set keyed by consumers, and every comparison, is by identity. Two consumers may share a name.
+
+    Harness view: `name`, `consumer_id` (deterministic, chosen by the caller), `permits` (may go
+    negative), `connected` (False once removed), and `pending_acks` (see `PendingAcksMap.items()`).
+    """
+
+    def __init__(self, name: str, consumer_id: int, permits: int = 0) -> None:
+        self.name = name
+        self.consumer_id = consumer_id
+        self.permits = permits
+        self.connected = True
+        self._pending_acks_add_handler: PendingAcksAddHandler | None = None
+        self._pending_acks_remove_handler: PendingAcksRemoveHandler | None = None
+        self._draining_stats_updater: Callable[[Consumer], ConsumerDrainingStats] | None = None
+        # The suppliers read the handler fields at every call, as Java's method references do.
+        self.pending_acks = PendingAcksMap(
+            self, lambda: self._pending_acks_add_handler, lambda: self._pending_acks_remove_handler
+        )
+
+    def __repr__(self) -> str:
+        return f"Consumer({self.name!r}, {self.consumer_id})"
+
+    def set_pending_acks_add_handler(self, handler: PendingAcksAddHandler | None) -> None:
+        self._pending_acks_add_handler = handler
+
+    def set_pending_acks_remove_handler(self, handler: PendingAcksRemoveHandler | None) -> None:
+        self._pending_acks_remove_handler = handler
+
+    def get_pending_acks(self) -> PendingAcksMap:
+        return self.pending_acks
+
+    def set_draining_hashes_consumer_stats_updater(
+        self, updater: Callable[[Consumer], ConsumerDrainingStats] | None
+    ) -> None:
+        self._draining_stats_updater = updater
+
+    def get_draining_hashes_stats(self) -> ConsumerDrainingStats | None:
+        """Draining stats through the installed updater (the Java consumer-stats path); None if none."""
+        updater = self._draining_stats_updater
+        return None if updater is None else updater(self)
