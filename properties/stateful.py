@@ -34,6 +34,13 @@ class InvariantViolation(AssertionError):
     """Raised inside the state machine so Hypothesis shrinks toward the same failure."""
 
 
+_PICK = st.integers(min_value=0, max_value=2**16 - 1)
+"""Which of the enabled actions of a kind to take; shrinks toward the first one the model lists.
+
+One integer per step instead of `st.data()` + `sampled_from` keeps Hypothesis' per-step overhead
+low (the choice list changes every step, and building a strategy per step is what costs)."""
+
+
 def build_state_machine(
     make_model: Callable[[], Model[Any]],
     action_names: Sequence[str],
@@ -49,12 +56,18 @@ def build_state_machine(
             self.lockstep = Lockstep(make_model(), make_implementation() if make_implementation else None)
             self.actions: list[Action] = []
             self._enabled: Sequence[Action] | None = None
+            self._enabled_names: set[str] = set()
             self._check(self.lockstep.initial_outcome().failures, "")
 
         def enabled_now(self) -> Sequence[Action]:
             if self._enabled is None:
                 self._enabled = self.lockstep.model.enabled(self.lockstep.state)
+                self._enabled_names = {a.name for a in self._enabled}
             return self._enabled
+
+        def has_enabled(self, name: str) -> bool:
+            self.enabled_now()
+            return name in self._enabled_names
 
         def take(self, action: Action) -> None:
             self.actions.append(action)
@@ -73,14 +86,11 @@ def build_state_machine(
                 raise InvariantViolation(f"{', '.join(failures)} violated {where}. {detail}".strip())
 
     def make_rule(name: str) -> Callable[..., None]:
-        def has_enabled(self: Any) -> bool:
-            return any(a.name == name for a in self.enabled_now())
-
-        @precondition(has_enabled)
-        @rule(data=st.data())
-        def do(self: Any, data: st.DataObject) -> None:
+        @precondition(lambda self: self.has_enabled(name))
+        @rule(pick=_PICK)
+        def do(self: Any, pick: int) -> None:
             choices = [a for a in self.enabled_now() if a.name == name]
-            self.take(data.draw(st.sampled_from(choices), label=name))
+            self.take(choices[pick % len(choices)])
 
         do.__name__ = f"do_{name}"
         return do

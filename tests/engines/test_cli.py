@@ -1,0 +1,73 @@
+"""The command line on the tiny counter: verdict table, exit codes, one-line errors, reproduction hints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from properties.cli import DIVERGED, PASS, USAGE, VIOLATED, main
+from tests.engines.tiny import CounterModel
+from models.core import Action
+from traces.format import save
+from traces.replay import record
+
+pytestmark = pytest.mark.usefixtures("tiny_registered")
+
+
+def test_check_passes_current_and_catches_the_twin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["check", "--mechanism", "tiny", "--budget", "0.5", "--profile", "dev", "--out", str(tmp_path)])
+    out = capsys.readouterr()
+    assert code == PASS, out.out
+    assert "twin caught (C-I1)" in out.out and "brokerspec check: PASS" in out.out
+    assert list((tmp_path / "tiny").glob("overflow-explorer-C-I1.json"))
+
+
+def test_check_fails_when_a_twin_is_not_caught(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.engines import tiny
+
+    monkeypatch.setattr(tiny, "MECHANISM", type(tiny.MECHANISM)(**{**tiny.MECHANISM.__dict__,
+                                                                   "twins": {"stuck": "C-I1"}}))
+    code = main(["check", "--mechanism", "tiny", "--budget", "0.2", "--profile", "dev", "--out", str(tmp_path)])
+    assert code == VIOLATED
+    assert "TWIN MISSED (C-I1)" in capsys.readouterr().out
+
+
+def test_replay_reports_the_violation_and_how_to_reproduce(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = record(CounterModel({"limit": 3}, "overflow"), [Action.of("add", n=2)] * 2, engine="test")
+    path = save(trace, tmp_path / "t.json")
+    assert main(["replay", str(path)]) == VIOLATED
+    assert f"{path}: step 2: C-I1" in capsys.readouterr().out
+    assert main(["replay", str(path), "--against", "reference"]) == VIOLATED
+
+
+def test_replay_of_a_tampered_trace_is_a_divergence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = record(CounterModel({"limit": 3}, "fixed"), [Action.of("add", n=2)], engine="test")
+    path = save(trace, tmp_path / "t.json")
+    doc = json.loads(path.read_text())
+    doc["states"][1]["x"] = 3
+    path.write_text(json.dumps(doc))
+    assert main(["replay", str(path)]) == DIVERGED
+    assert "variable 'x': recorded 3, replayed 2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["replay", "missing.json"], ["check", "--mechanism", "nope"], ["explore", "--mechanism", "tiny", "--config", "x"],
+     ["frobnicate"], ["check", "--variant", "nope", "--mechanism", "tiny"]],
+)
+def test_bad_input_is_one_line_and_exit_3(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == USAGE
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err
+
+
+def test_shrink_and_promote_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    long_run = [Action.of("inc"), Action.of("reset"), Action.of("add", n=1), Action.of("add", n=1),
+                Action.of("add", n=2)]
+    path = save(record(CounterModel({"limit": 3}, "overflow"), long_run, engine="test"), tmp_path / "long.json")
+    assert main(["shrink", str(path), "-o", str(tmp_path / "short.json")]) == PASS
+    assert "5 -> 3 steps, still C-I1" in capsys.readouterr().out
+    assert main(["replay", str(tmp_path / "short.json")]) == VIOLATED
