@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from models.core import Action
 from properties.cli import DIVERGED, PASS, USAGE, VIOLATED, main
 from tests.engines.tiny import CounterModel
-from models.core import Action
 from traces.format import save
 from traces.replay import record
 
