@@ -79,6 +79,7 @@ def _save_finding(
 
 def run_explorer(mechanism: Mechanism, variant: str, config_name: str, max_states: int | None) -> Exploration[Any]:
     model = _model(mechanism, mechanism.explore_configs[config_name], variant)
+    _progress(f"  explore {mechanism.name}/{variant}/{config_name}")
 
     def report(done: int, seen: int) -> None:
         _progress(f"  explore {mechanism.name}/{variant}/{config_name}: {done} expanded, {seen} seen")
@@ -151,6 +152,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 rows.append([mechanism.name, f"explorer[{config_name}]", variant, verdict, detail,
                              f"{result.elapsed_s:.1f}s"])
                 worst = max(worst, code)
+            _progress(f"  hypothesis {mechanism.name}/{variant}: up to {args.budget:g}s, profile {args.profile}")
             run, batches, steps, elapsed = run_stateful(mechanism, variant, args.seed, args.budget, args.profile)
             names = list(run.failures) if run else []
             verdict, code = _verdict(names, expected)
@@ -168,6 +170,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             rows.append([mechanism.name, "hypothesis", variant, verdict, detail, f"{elapsed:.1f}s"])
             worst = max(worst, code)
         if mechanism.proofs is not None and not args.variant:
+            _progress(f"  z3 {mechanism.name}: depth {args.depth}")
             for proof, must_hold in mechanism.proofs(args.depth):
                 ok = proof.holds == must_hold
                 verdict = ("proved" if proof.holds else "twin caught") if ok else (
