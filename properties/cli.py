@@ -71,10 +71,12 @@ def _model(mechanism: Mechanism, config: Any, variant: str) -> Model[Any]:
 def _save_finding(
     out: Path, mechanism: Mechanism, model: Model[Any], actions: Sequence[Any], engine: str, seed: int | None
 ) -> Path:
+    """Record the run (in lockstep with the reference) and save it; `engine` names the file too."""
     implementation = mechanism.make_reference(model.config, model.variant) if mechanism.make_reference else None
-    trace = record(model, actions, engine=engine, seed=seed, implementation=implementation)
+    trace = record(model, actions, engine=engine.split("[")[0], seed=seed, implementation=implementation)
     names = "-".join(str(n) for n in trace.failure.get("names", [])) or "run"  # type: ignore[union-attr]
-    return save(trace, out / mechanism.name / f"{model.variant}-{engine}-{names}.json")
+    label = engine.replace("[", "-").replace("]", "")
+    return save(trace, out / mechanism.name / f"{model.variant}-{label}-{names}.json")
 
 
 def run_explorer(mechanism: Mechanism, variant: str, config_name: str, max_states: int | None) -> Exploration[Any]:
@@ -145,7 +147,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 if result.findings and (expected is None or expected in names):
                     finding = next(f for f in result.findings if expected is None or f.name == expected)
                     model = _model(mechanism, mechanism.explore_configs[config_name], variant)
-                    path = _save_finding(out, mechanism, model, finding.path, "explorer", None)
+                    path = _save_finding(out, mechanism, model, finding.path, f"explorer[{config_name}]", None)
                     detail += f"; {finding.kind} {finding.name} in {len(finding.path)} steps: {path}"
                     if code:
                         _progress(f"reproduce: brokerspec replay {path}")
@@ -224,7 +226,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     print("coverage: " + ", ".join(f"{k}={v}" for k, v in sorted(result.coverage.items())))
     model = _model(mechanism, mechanism.explore_configs[args.config], variant)
     for finding in result.findings:
-        path = _save_finding(Path(args.out), mechanism, model, finding.path, "explorer", None)
+        path = _save_finding(Path(args.out), mechanism, model, finding.path, f"explorer[{args.config}]", None)
         print(f"{finding.kind} {finding.name}: {len(finding.path)} steps -> {path}")
         print(f"  reproduce: brokerspec replay {path}")
     return VIOLATED if result.findings else PASS

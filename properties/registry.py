@@ -15,7 +15,7 @@ from models.core import Model, Param
 from properties.bmc import ProofResult
 from properties.lockstep import ImplementationFactory
 
-_MODULES: tuple[str, ...] = ()
+_MODULES: tuple[str, ...] = ("properties.delayed",)
 
 
 @dataclass(frozen=True)

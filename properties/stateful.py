@@ -55,19 +55,16 @@ def build_state_machine(
             super().__init__()
             self.lockstep = Lockstep(make_model(), make_implementation() if make_implementation else None)
             self.actions: list[Action] = []
-            self._enabled: Sequence[Action] | None = None
-            self._enabled_names: set[str] = set()
+            self._enabled: dict[str, list[Action]] | None = None
             self._check(self.lockstep.initial_outcome().failures, "")
 
-        def enabled_now(self) -> Sequence[Action]:
+        def enabled_now(self) -> dict[str, list[Action]]:
+            """The enabled actions of the current state, grouped by name once per state."""
             if self._enabled is None:
-                self._enabled = self.lockstep.model.enabled(self.lockstep.state)
-                self._enabled_names = {a.name for a in self._enabled}
+                self._enabled = {}
+                for action in self.lockstep.model.enabled(self.lockstep.state):
+                    self._enabled.setdefault(action.name, []).append(action)
             return self._enabled
-
-        def has_enabled(self, name: str) -> bool:
-            self.enabled_now()
-            return name in self._enabled_names
 
         def take(self, action: Action) -> None:
             self.actions.append(action)
@@ -86,10 +83,10 @@ def build_state_machine(
                 raise InvariantViolation(f"{', '.join(failures)} violated {where}. {detail}".strip())
 
     def make_rule(name: str) -> Callable[..., None]:
-        @precondition(lambda self: self.has_enabled(name))
+        @precondition(lambda self: name in self.enabled_now())
         @rule(pick=_PICK)
         def do(self: Any, pick: int) -> None:
-            choices = [a for a in self.enabled_now() if a.name == name]
+            choices = self.enabled_now()[name]
             self.take(choices[pick % len(choices)])
 
         do.__name__ = f"do_{name}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from models.core import Action, ActionNotEnabled, Param
 from properties.lockstep import Lockstep
@@ -16,7 +17,7 @@ from properties.lockstep import Lockstep
 Oracle = Callable[[Sequence[Action]], bool]
 
 
-def failure_oracle(make_lockstep: Callable[[], Lockstep[object]], target: str) -> Oracle:
+def failure_oracle(make_lockstep: Callable[[], Lockstep[Any]], target: str) -> Oracle:
     """True when the actions, run from a fresh lockstep, reach a state failing `target`."""
 
     def fails(actions: Sequence[Action]) -> bool:

@@ -21,7 +21,7 @@ def test_check_passes_current_and_catches_the_twin(tmp_path: Path, capsys: pytes
     out = capsys.readouterr()
     assert code == PASS, out.out
     assert "twin caught (C-I1)" in out.out and "brokerspec check: PASS" in out.out
-    assert list((tmp_path / "tiny").glob("overflow-explorer-C-I1.json"))
+    assert list((tmp_path / "tiny").glob("overflow-explorer-small-C-I1.json"))
 
 
 def test_check_fails_when_a_twin_is_not_caught(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
