@@ -1,0 +1,233 @@
+"""pidquota through every engine: lockstep with the reference, explorer, Hypothesis, Z3, corpus, registry."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Mapping
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+import z3
+from hypothesis import Phase, settings
+
+from models.core import Action, Param
+from models.pidquota import ACTION_NAMES, EXPLORE_CONFIG, HYPOTHESIS_CONFIG, PidQuotaModel
+from properties import pidquota_z3, registry
+from properties.bmc import bmc
+from properties.explorer import explore
+from properties.lockstep import DIVERGENCE, Lockstep
+from properties.pidquota import MECHANISM, PidQuotaReference, false_positive_rates
+from properties.stateful import build_state_machine, find_failure
+from reference_impl.pidquota import default_pid_hasher
+from tests.pidquota import corpus
+from traces.format import dumps, load
+from traces.replay import replay, reproduction_problems
+from traces.shrink import failure_oracle
+
+LOCKSTEP_CONFIGS: dict[str, Mapping[str, Param]] = {
+    **MECHANISM.explore_configs,
+    "hypothesis": HYPOTHESIS_CONFIG,
+    "n_layer_1": {**HYPOTHESIS_CONFIG, "n_layer": 1},
+    "three_layers_n3": {**HYPOTHESIS_CONFIG, "layer_count": 3, "n_layer": 3, "max_batch": 3},
+}
+FAST = settings(max_examples=60, stateful_step_count=30, derandomize=True, database=None, deadline=None)
+
+
+@pytest.fixture
+def pidquota_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "_MODULES", (*registry._MODULES, "properties.pidquota"))
+
+
+def _random_run(config: Mapping[str, Param], variant: str, seed: int, steps: int) -> tuple[str, ...]:
+    """Random enabled actions in lockstep with the reference; the first failures, if any."""
+    rnd = random.Random(seed)
+    lockstep = Lockstep(PidQuotaModel(config, variant), PidQuotaReference(config, variant))
+    for _ in range(steps):
+        outcome = lockstep.apply(rnd.choice(lockstep.model.enabled(lockstep.state)))
+        if outcome.failures:
+            return outcome.failures
+    return ()
+
+
+# --- lockstep with the reference ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(LOCKSTEP_CONFIGS))
+def test_current_never_diverges_from_the_reference_on_random_runs(name: str) -> None:
+    failures = {seed: f for seed in range(500) if (f := _random_run(LOCKSTEP_CONFIGS[name], "current", seed, 25))}
+    assert failures == {}
+
+
+def test_no_readd_reference_matches_its_model_up_to_the_broken_invariant() -> None:
+    """The twin fails on PQ-I1 in the model, never by a divergence: the reference has the same flaw."""
+    outcomes = [_random_run(HYPOTHESIS_CONFIG, "no_readd", seed, 60) for seed in range(150)]
+    assert DIVERGENCE not in {name for f in outcomes for name in f}
+    assert sum("PQ-I1" in f for f in outcomes) >= 10
+
+
+def test_the_reference_adapter_reports_pq_i6_when_the_sensor_is_charged_for_a_hit() -> None:
+    reference = PidQuotaReference(EXPLORE_CONFIG, "current")
+    reference.apply(Action.of("produce", principal="A", pids=(1,)))
+    assert reference.violations() == []
+    sensor = reference.manager.sensor_of("A")
+    assert sensor is not None
+    sensor.record(1, 0, check_quotas=False)  # an extra record(1) that no new PID explains
+    reference.apply(Action.of("produce", principal="A", pids=(1,)))
+    assert reference.violations() == ["PQ-I6"]
+
+
+def test_the_reference_adapter_rejects_pids_beyond_the_exact_hashers_range() -> None:
+    with pytest.raises(ValueError, match="below the filter's 20 bits"):
+        PidQuotaReference({**EXPLORE_CONFIG, "pids": (1, 20)}, "current")
+
+
+def test_a_real_bloom_filter_errs_only_toward_seen_and_forgets_nothing_within_the_horizon() -> None:
+    """The default hasher at n_layer 3 (m = 29, k = 7) gives many false positives. Until the first
+    disagreement the reference and the exact model are in the same state, so that disagreement must be a
+    PID the model counts new and the filter calls seen; after it the states part, yet the filter's
+    answers still never count a PID new within H of its last sighting (PQ-I1 holds despite them)."""
+    config = {**HYPOTHESIS_CONFIG, "n_layer": 3}
+    model = PidQuotaModel(config, "current")
+    false_positives = 0
+    for seed in range(150):
+        rnd = random.Random(seed)
+        bloom = PidQuotaReference(config, "current", pid_hasher=default_pid_hasher)
+        state, in_sync = model.initial(), True
+        last: dict[tuple[Param, Param], int] = {}
+        for _ in range(30):
+            action = rnd.choice(model.enabled(state))
+            state, predicted = model.step(state, action)
+            observed = bloom.apply(action)
+            if action.name != "produce":
+                continue
+            assert isinstance(predicted, dict) and isinstance(observed, dict)
+            model_new, bloom_new = predicted["new"], observed["new"]
+            assert isinstance(model_new, list) and isinstance(bloom_new, list)
+            pids = action["pids"]
+            assert isinstance(pids, tuple)
+            differing = [pid for pid in pids if (pid in model_new) != (pid in bloom_new)]
+            if in_sync and differing:
+                assert differing[0] in model_new and differing[0] not in bloom_new
+                false_positives += 1
+                in_sync = False
+            for pid in pids:
+                key = (action["principal"], pid)
+                assert not (pid in bloom_new and key in last and bloom.now <= last[key] + model.horizon)
+                last[key] = bloom.now
+    assert false_positives >= 20
+
+
+# --- explorer ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(MECHANISM.explore_configs))
+def test_explorer_passes_current_completely(name: str) -> None:
+    result = explore(PidQuotaModel(MECHANISM.explore_configs[name], "current"))
+    assert result.ok, result.findings
+    assert result.complete  # relative time: every run of any length, in finitely many states
+    assert set(result.coverage) == set(ACTION_NAMES)
+
+
+def test_explorer_reaches_the_interesting_states_of_current() -> None:
+    """Non-vacuity: re-adds, expired layers awaiting cleanup, overdue timers, PQ-I4b's condition at depth > 1."""
+    model = PidQuotaModel(EXPLORE_CONFIG, "current")
+    pairs = [(s, s.entry) for state in explore(model).states for s in state.slots if s.entry is not None]
+    assert any(any(a[1] & b[1] for a, b in combinations(e.layers, 2)) for _, e in pairs)  # a PID re-added
+    assert any(e.layers[0][0] > model.window for _, e in pairs)
+    assert any(e.rot == 0 for _, e in pairs)
+    assert any(s.calm and len(e.layers) > 1 for s, e in pairs)
+
+
+def test_explorer_finds_no_readd_with_a_shortest_path_that_the_reference_reproduces() -> None:
+    result = explore(PidQuotaModel(EXPLORE_CONFIG, "no_readd"), stop_on_violation=True)
+    assert [f.name for f in result.findings] == ["PQ-I1", "PQ-I2"]
+    path = result.findings[0].path
+    assert len(path) == 4
+    assert corpus.shrunk(EXPLORE_CONFIG, path) == path  # no sub-run or smaller parameter still fails
+    reference = PidQuotaReference(EXPLORE_CONFIG, "no_readd")
+    observed = [reference.apply(a) for a in path]
+    assert observed[0] == {"new": [1]} and observed[-1] == {"new": [2, 1]}  # PID 1, seen just before, is new
+
+
+# --- Hypothesis --------------------------------------------------------------------------------------
+
+
+def test_hypothesis_machine_passes_current() -> None:
+    machine = build_state_machine(
+        lambda: PidQuotaModel(HYPOTHESIS_CONFIG, "current"),
+        ACTION_NAMES,
+        lambda: PidQuotaReference(HYPOTHESIS_CONFIG, "current"),
+    )
+    assert find_failure(machine, FAST) is None
+
+
+def test_hypothesis_machine_catches_no_readd_and_traces_shrink_makes_the_run_one_minimal() -> None:
+    run = corpus.hypothesis_run(settings(FAST, phases=[Phase.generate]))
+    assert "PQ-I1" in run.failures
+    small = corpus.shrunk(HYPOTHESIS_CONFIG, run.actions)
+    assert len(small) < len(run.actions)
+    fails = failure_oracle(lambda: Lockstep(PidQuotaModel(HYPOTHESIS_CONFIG, "no_readd")), "PQ-I1")
+    assert fails(small)
+    assert not any(fails(small[:i] + small[i + 1 :]) for i in range(len(small)))
+
+
+# --- Z3 ----------------------------------------------------------------------------------------------
+
+
+def test_z3_proves_current_by_induction_and_catches_both_twins() -> None:
+    results = pidquota_z3.proofs(10)
+    proved = {r.invariant: r for r, must_hold in results if must_hold}
+    assert set(proved) == {"PQ-I1", "PQ-I2", "PQ-W"}
+    assert all(r.status == "inductive" and r.induction_k == 1 for r in proved.values())
+    twins = {r.invariant: r for r, must_hold in results if not must_hold}
+    assert set(twins) == {"PQ-I1", "PQ-I2"}
+    assert all(r.status == "counterexample" for r in twins.values())
+    assert twins["PQ-I1"].depth == 4 and twins["PQ-I2"].depth == 4
+    final = twins["PQ-I2"].states[-1]
+    assert final["bad2"] and final["seen"]
+    assert [a.name for a in twins["PQ-I2"].actions].count("track_x") >= 2
+
+
+def test_z3_encoding_can_forget_the_pid_beyond_the_horizon() -> None:
+    """Non-vacuity: in `current` x can be forgotten (after H) and is re-added; the proofs are not empty."""
+    system = pidquota_z3.cache_system("current")
+    probes = {
+        "never-forgotten": lambda s: z3.Implies(s["seen"], s["xin"]),
+        "never-re-added": lambda s: z3.Implies(s["xin"], s["xc"] == 0),
+    }
+    results = bmc(dataclasses.replace(system, invariants=probes), depth=4)
+    assert [r.status for r in results] == ["counterexample", "counterexample"]
+
+
+# --- corpus and registry -----------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("pidquota_registered")
+@pytest.mark.parametrize("path", [corpus.EXPLORER_TRACE, corpus.HYPOTHESIS_TRACE], ids=lambda p: p.name)
+def test_corpus_trace_reproduces_on_model_and_reference_and_passes_on_current(path: Path) -> None:
+    assert reproduction_problems(path) == []
+    trace = load(path)
+    assert trace.variant == "no_readd" and trace.failure["names"] == ["PQ-I1", "PQ-I2"]
+    assert replay(trace, str(path), variant="current", check_vars=False).ok
+
+
+def test_explorer_corpus_trace_is_what_the_generator_produces() -> None:
+    assert dumps(corpus.explorer_trace()) == corpus.EXPLORER_TRACE.read_text(encoding="utf-8")
+
+
+@pytest.mark.usefixtures("pidquota_registered")
+def test_registry_knows_pidquota_with_its_twin_and_proofs() -> None:
+    mechanism = registry.get("pidquota")
+    assert mechanism.variants == ("current", "no_readd")
+    assert mechanism.twins == {"no_readd": "PQ-I1"}
+    assert mechanism.make_model(None, "current").config == EXPLORE_CONFIG
+    assert mechanism.proofs is pidquota_z3.proofs
+
+
+def test_false_positive_sampling_stays_within_the_pq_i3_bound() -> None:
+    rows = false_positive_rates([(50, 0.1)], seeds=2, probes=2_000)
+    assert rows["fp[n=50,p=0.1,layers=1]_within_pq_i3_bound"] is True
+    assert rows["fp[n=50,p=0.1,layers=2]_within_pq_i3_bound"] is True
+    assert 0.05 < float(str(rows["fp[n=50,p=0.1,layers=2]_measured"])) < 0.3
