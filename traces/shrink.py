@@ -2,7 +2,8 @@
 
 A candidate is kept only if every action is still enabled where it is taken (the model raises
 otherwise) and the run still fails with the target invariant. Removal follows Zeller's ddmin
-over the step list; parameters are then lowered one at a time toward 0.
+over the step list; adjacent steps of one kind are merged (two clock advances become one); then
+parameters are lowered one at a time toward 0.
 """
 
 from __future__ import annotations
@@ -73,6 +74,22 @@ def _lower_params(actions: list[Action], fails: Oracle) -> list[Action]:
     return actions
 
 
+def _merge_neighbours(actions: list[Action], fails: Oracle) -> list[Action]:
+    """Two adjacent actions of one name with one integer parameter (e.g. two clock advances) -> one with the sum."""
+    index = 0
+    while index + 1 < len(actions):
+        first, second = actions[index], actions[index + 1]
+        if first.name == second.name and len(first.params) == len(second.params) == 1:
+            (name, a), (other, b) = first.params[0], second.params[0]
+            if name == other and isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+                candidate = [*actions[:index], Action(first.name, ((name, a + b),)), *actions[index + 2 :]]
+                if fails(candidate):
+                    actions = candidate
+                    continue
+        index += 1
+    return actions
+
+
 def shrink(actions: Sequence[Action], fails: Oracle, max_rounds: int = 8) -> tuple[Action, ...]:
     """The smallest run found that still `fails`; `actions` itself must fail."""
     current = list(actions)
@@ -80,7 +97,7 @@ def shrink(actions: Sequence[Action], fails: Oracle, max_rounds: int = 8) -> tup
         raise ValueError("shrink needs a failing run to start from")
     for _ in range(max_rounds):
         before = list(current)
-        current = _lower_params(_ddmin(current, fails), fails)
+        current = _lower_params(_merge_neighbours(_ddmin(current, fails), fails), fails)
         if current == before:
             break
     return tuple(current)

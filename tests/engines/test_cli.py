@@ -69,5 +69,5 @@ def test_shrink_and_promote_from_the_command_line(tmp_path: Path, capsys: pytest
                 Action.of("add", n=2)]
     path = save(record(CounterModel({"limit": 3}, "overflow"), long_run, engine="test"), tmp_path / "long.json")
     assert main(["shrink", str(path), "-o", str(tmp_path / "short.json")]) == PASS
-    assert "5 -> 3 steps, still C-I1" in capsys.readouterr().out
+    assert "5 -> 2 steps, still C-I1" in capsys.readouterr().out
     assert main(["replay", str(tmp_path / "short.json")]) == VIOLATED

@@ -68,8 +68,7 @@ def test_shrink_returns_a_strictly_shorter_trace_with_the_same_failure() -> None
 
     fails = failure_oracle(make, "C-I1")
     small = shrink(LONG_RUN, fails)
-    assert len(small) == 3 < len(LONG_RUN)  # two steps to reach x=2, one add(2) past the limit
-    assert small[-1] == Action.of("add", n=2)
+    assert small == (Action.of("add", n=2), Action.of("add", n=2))  # the explorer's shortest path
     assert fails(small)
     assert not any(fails(small[:i] + small[i + 1 :]) for i in range(len(small)))
 
@@ -144,3 +143,12 @@ def test_promote_writes_a_test_that_replays_the_corpus_trace(tmp_path: Path) -> 
     namespace: dict[str, object] = {"__file__": str(test_path)}
     exec(compile(text, str(test_path), "exec"), namespace)  # the generated test module itself
     namespace["test_found"]()  # type: ignore[operator]
+
+
+def test_shrink_merges_adjacent_steps_of_one_kind() -> None:
+    def make() -> Lockstep[object]:
+        return Lockstep(CounterModel({"limit": 3}, "overflow"))  # type: ignore[arg-type]
+
+    fails = failure_oracle(make, "C-I1")
+    run = [Action.of("add", n=1), Action.of("add", n=1), Action.of("add", n=2)]
+    assert shrink(run, fails) == (Action.of("add", n=2), Action.of("add", n=2))
