@@ -69,11 +69,16 @@ class Action:
 
 @dataclass(frozen=True)
 class Invariant(Generic[T]):
-    """A named safety property (e.g. `TL-I1`) that must hold in every reachable state."""
+    """A named safety property (e.g. `TL-I1`) that must hold in every reachable state.
+
+    `explain`, when given, says what is wrong in a violating state (e.g. the wait-for cycle of a
+    deadlock), so a report can show it next to the shortest path.
+    """
 
     name: str
     holds: Callable[[T], bool]
     description: str = ""
+    explain: Callable[[T], str] | None = None
 
 
 @dataclass(frozen=True)

@@ -69,12 +69,16 @@ def _model(mechanism: Mechanism, config: Any, variant: str) -> Model[Any]:
 
 
 def _save_finding(
-    out: Path, mechanism: Mechanism, model: Model[Any], actions: Sequence[Any], engine: str, seed: int | None
+    out: Path, mechanism: Mechanism, model: Model[Any], actions: Sequence[Any], engine: str, seed: int | None,
+    name: str | None = None,
 ) -> Path:
-    """Record the run (in lockstep with the reference) and save it; `engine` names the file too."""
+    """Record the run (in lockstep with the reference) and save it; `engine` and the finding name the file.
+
+    A liveness or deadlock path breaks no invariant at its last state, so `name` labels the file.
+    """
     implementation = mechanism.make_reference(model.config, model.variant) if mechanism.make_reference else None
     trace = record(model, actions, engine=engine.split("[")[0], seed=seed, implementation=implementation)
-    names = "-".join(str(n) for n in trace.failure.get("names", [])) or "run"  # type: ignore[union-attr]
+    names = "-".join(str(n) for n in trace.failure.get("names", [])) or name or "run"  # type: ignore[union-attr]
     label = engine.replace("[", "-").replace("]", "")
     return save(trace, out / mechanism.name / f"{model.variant}-{label}-{names}.json")
 
@@ -86,7 +90,7 @@ def run_explorer(mechanism: Mechanism, variant: str, config_name: str, max_state
     def report(done: int, seen: int) -> None:
         _progress(f"  explore {mechanism.name}/{variant}/{config_name}: {done} expanded, {seen} seen")
 
-    return explore(model, max_states=max_states, progress=report)
+    return explore(model, max_states=max_states, progress=report, terminal_ok=getattr(model, "terminal_ok", None))
 
 
 def run_stateful(
@@ -147,8 +151,10 @@ def cmd_check(args: argparse.Namespace) -> int:
                 if result.findings and (expected is None or expected in names):
                     finding = next(f for f in result.findings if expected is None or f.name == expected)
                     model = _model(mechanism, mechanism.explore_configs[config_name], variant)
-                    path = _save_finding(out, mechanism, model, finding.path, f"explorer[{config_name}]", None)
-                    detail += f"; {finding.kind} {finding.name} in {len(finding.path)} steps: {path}"
+                    path = _save_finding(
+                        out, mechanism, model, finding.path, f"explorer[{config_name}]", None, finding.name
+                    )
+                    detail += f"; {finding.kind} {finding.name} in {len(finding.path)} steps ({finding.detail}): {path}"
                     if code:
                         _progress(f"reproduce: brokerspec replay {path}")
                 rows.append([mechanism.name, f"explorer[{config_name}]", variant, verdict, detail,
@@ -226,8 +232,11 @@ def cmd_explore(args: argparse.Namespace) -> int:
     print("coverage: " + ", ".join(f"{k}={v}" for k, v in sorted(result.coverage.items())))
     model = _model(mechanism, mechanism.explore_configs[args.config], variant)
     for finding in result.findings:
-        path = _save_finding(Path(args.out), mechanism, model, finding.path, f"explorer[{args.config}]", None)
+        path = _save_finding(
+            Path(args.out), mechanism, model, finding.path, f"explorer[{args.config}]", None, finding.name
+        )
         print(f"{finding.kind} {finding.name}: {len(finding.path)} steps -> {path}")
+        print(f"  {finding.detail}")
         print(f"  reproduce: brokerspec replay {path}")
     return VIOLATED if result.findings else PASS
 

@@ -121,7 +121,8 @@ def _explore(
         for inv in invariants:
             if inv.name not in reported and not inv.holds(state):
                 reported.add(inv.name)
-                findings.append(Finding("invariant", inv.name, path_to(i), inv.description))
+                detail = inv.explain(state) if inv.explain is not None else inv.description
+                findings.append(Finding("invariant", inv.name, path_to(i), detail))
         if stop_on_violation and findings:
             complete = False
             break

@@ -15,7 +15,7 @@ from models.core import Model, Param
 from properties.bmc import ProofResult
 from properties.lockstep import ImplementationFactory
 
-_MODULES: tuple[str, ...] = ("properties.delayed", "properties.pidquota")
+_MODULES: tuple[str, ...] = ("properties.delayed", "properties.metadata", "properties.pidquota")
 
 
 @dataclass(frozen=True)

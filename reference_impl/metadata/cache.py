@@ -154,11 +154,18 @@ class MetadataCache(Generic[T]):
         return self.get_with_stats(path).then_apply(lambda r: None if r is None else r.value)
 
     def get_with_stats(self, path: str) -> SimFuture[CacheGetResult[T] | None]:
-        """The entry's future; on a miss, read and publish it in the same step."""
+        """The entry's future; on a miss, publish it in the same step, then read into it.
+
+        Publishing first matters with PIP-453's size-triggered flush: ``store.get`` may flush inline, with
+        yield points, and a Created/Modified notification delivered meanwhile must find the entry (and
+        refresh it), as it would in Caffeine, whose ``computeIfAbsent`` makes it wait for the load.
+        Otherwise a read dispatched before a concurrent write would stay cached for good (MD-I7).
+        """
         entry = self.entries.get(path)
         if entry is None:
-            entry = self._read(path)
+            entry = self.world.future(f"get({path})", self._completer(path))
             self._publish(path, entry)
+            self._read(path).add_done_callback(entry._relay)
         return entry
 
     def get_if_cached(self, path: str) -> T | None:
