@@ -33,7 +33,8 @@ def bench(mechanism: Mechanism, *, seconds: float, seed: int) -> dict[str, objec
     started = time.perf_counter()
     explore(model, check_liveness=True, max_states=2_000_000)
     out["explorer_with_liveness_s"] = round(time.perf_counter() - started, 2)
-    run, _, steps, elapsed = run_stateful(mechanism, mechanism.current, seed, seconds, "ci")
+    first_config = next(iter(mechanism.hypothesis_configs.values()))
+    run, _, steps, elapsed = run_stateful(mechanism, mechanism.current, first_config, seed, seconds, "ci")
     out["stateful_steps"] = steps
     out["stateful_steps_per_s"] = round(steps / elapsed) if elapsed else 0
     out["stateful_vs_goal"] = round(steps / elapsed / STATEFUL_GOAL, 2) if elapsed else 0
@@ -45,9 +46,11 @@ def bench(mechanism: Mechanism, *, seconds: float, seed: int) -> dict[str, objec
             hit = [f for f in found.findings if f.name == invariant]
             key = f"time_to_{invariant}_{variant}_explorer[{config_name}]_s"
             out[key] = round(time.perf_counter() - started, 2) if hit else "not found"
-        run, _, _, elapsed = run_stateful(mechanism, variant, seed, 60.0, "ci")
-        caught = run is not None and invariant in run.failures
-        out[f"time_to_{invariant}_{variant}_hypothesis_s"] = round(elapsed, 2) if caught else "not found in 60s"
+        for config_name, config in mechanism.hypothesis_configs.items():
+            run, _, _, elapsed = run_stateful(mechanism, variant, config, seed, 60.0, "ci")
+            caught = run is not None and invariant in run.failures
+            key = f"time_to_{invariant}_{variant}_hypothesis[{config_name}]_s"
+            out[key] = round(elapsed, 2) if caught else "not found in 60s"
     if mechanism.bench is not None:
         out.update(mechanism.bench())
     return out

@@ -288,7 +288,7 @@ MECHANISM = Mechanism(
     current="current",
     twins={"pr23611": "DD-I1"},
     explore_configs={"small": EXPLORE_CONFIG, "small_strict": {**EXPLORE_CONFIG, "strict": True}},
-    hypothesis_config=HYPOTHESIS_CONFIG,
+    hypothesis_configs={"default": HYPOTHESIS_CONFIG, "strict": {**HYPOTHESIS_CONFIG, "strict": True}},
     proofs=delayed_z3.proofs,
     bench=bench,
 )

@@ -348,7 +348,7 @@ MECHANISM = Mechanism(
     current=CURRENT,
     twins={"legacy": "MD-I5", "blocking_callback": "MD-I5"},
     explore_configs=EXPLORE_CONFIGS,
-    hypothesis_config=HYPOTHESIS_CONFIG,
+    hypothesis_configs={"default": HYPOTHESIS_CONFIG},
     proofs=proofs,
     bench=bench,
 )

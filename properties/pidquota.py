@@ -256,7 +256,7 @@ MECHANISM = Mechanism(
         "two_principals": {**EXPLORE_CONFIG, "principals": ("A", "B"), "pids": (1,), "max_batch": 1},
         "three_layers": {**EXPLORE_CONFIG, "window_ms": 6, "layer_count": 3, "n_layer": 3},
     },
-    hypothesis_config=HYPOTHESIS_CONFIG,
+    hypothesis_configs={"default": HYPOTHESIS_CONFIG},
     proofs=pidquota_z3.proofs,
     bench=bench,
 )

@@ -15,7 +15,7 @@ from models.core import Model, Param
 from properties.bmc import ProofResult
 from properties.lockstep import ImplementationFactory
 
-_MODULES: tuple[str, ...] = ("properties.delayed", "properties.metadata", "properties.pidquota")
+_MODULES: tuple[str, ...] = ("properties.topiclist", "properties.delayed", "properties.metadata", "properties.pidquota")
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,9 @@ class Mechanism:
     """Everything the engines need to check one mechanism.
 
     `twins` maps each known-bad variant to the invariant the harness must report on it: a check
-    that passes on `current` is only trusted because it fails on these. `proofs(depth)` returns
+    that passes on `current` is only trusted because it fails on these. Every configuration must
+    pass on `current`; a twin must be caught by at least one configuration of each engine (its bug
+    may be out of reach of some, e.g. a flow bug in a semaphore-only configuration). `proofs(depth)` returns
     Z3 verdicts, each with whether it must hold (False for a mutant twin that must fail).
     `bench` adds the mechanism's own measurements (e.g. a memory experiment) to `brokerspec bench`.
     """
@@ -35,7 +37,7 @@ class Mechanism:
     current: str
     twins: Mapping[str, str]
     explore_configs: Mapping[str, Mapping[str, Param]]
-    hypothesis_config: Mapping[str, Param]
+    hypothesis_configs: Mapping[str, Mapping[str, Param]]
     proofs: Callable[[int], list[tuple[ProofResult, bool]]] | None = None
     bench: Callable[[], dict[str, object]] | None = None
 

@@ -20,7 +20,7 @@ def test_every_mechanism_of_the_design_is_registered() -> None:
 @pytest.mark.parametrize("mechanism", MECHANISMS, ids=IDS)
 def test_models_build_for_every_variant_and_start_sound(mechanism: registry.Mechanism) -> None:
     for variant in mechanism.variants:
-        for config in (*mechanism.explore_configs.values(), mechanism.hypothesis_config):
+        for config in (*mechanism.explore_configs.values(), *mechanism.hypothesis_configs.values()):
             model = mechanism.make_model(config, variant)
             assert model.mechanism == mechanism.name and model.variant == variant
             initial = model.initial()

@@ -21,6 +21,13 @@ T = TypeVar("T")
 
 IsCancelled = Callable[[], bool] | None
 OnAcquireError = Callable[[BaseException], VFuture[T]]
+ReleasePolicy = bool | Callable[[BaseException], bool]
+"""Whether a helper releases its permit when the stage fails: always (True, `current`), never (False),
+or only for some failures (the §6(a) draft keeps the initial heap permit only when the listing fails)."""
+
+
+def _releases_on(policy: ReleasePolicy, error: BaseException) -> bool:
+    return policy(error) if callable(policy) else policy
 
 
 class LimitType(Enum):
@@ -107,7 +114,7 @@ class AsyncDualMemoryLimiter:
         fn: Callable[[DualPermit], VFuture[T]],
         on_acquire_error: OnAcquireError[T],
         *,
-        exceptional_release: bool = True,
+        exceptional_release: ReleasePolicy = True,
     ) -> VFuture[T]:
         """Run ``fn`` with a fresh permit and release it when ``fn``'s future ends.
 
@@ -126,7 +133,7 @@ class AsyncDualMemoryLimiter:
         fn: Callable[[DualPermit], VFuture[T]],
         on_acquire_error: OnAcquireError[T],
         *,
-        exceptional_release: bool = True,
+        exceptional_release: ReleasePolicy = True,
     ) -> VFuture[T]:
         """As :meth:`with_acquired_permits`, resizing ``permit`` instead of acquiring."""
         return self._with_permits(
@@ -138,7 +145,7 @@ class AsyncDualMemoryLimiter:
         permit_future: VFuture[DualPermit],
         fn: Callable[[DualPermit], VFuture[T]],
         on_acquire_error: OnAcquireError[T],
-        exceptional_release: bool,
+        exceptional_release: ReleasePolicy,
     ) -> VFuture[T]:
         result: VFuture[T] = VFuture()
 
@@ -151,14 +158,15 @@ class AsyncDualMemoryLimiter:
             try:
                 stage = fn(permit)
             except Exception as e:
-                if exceptional_release:
+                if _releases_on(exceptional_release, e):
                     self.release(permit)
                 result.fail(e)
                 return
 
             def on_stage(done: VFuture[T]) -> None:
                 # Release before the result completes, as Java's `whenComplete` inside `thenCompose`.
-                if exceptional_release or done.exception() is None:
+                error = done.exception()
+                if error is None or _releases_on(exceptional_release, error):
                     self.release(permit)
                 done.forward_to(result)
 

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
 from .dual_limiter import (
     AsyncDualMemoryLimiter,
@@ -22,6 +22,7 @@ from .dual_limiter import (
     ErrorReply,
     GetTopicsResponse,
     LimitType,
+    ReleasePolicy,
     Reply,
     SerializationError,
     ServerError,
@@ -179,6 +180,7 @@ class PendingListing:
     """A metadata-store listing in flight; the harness completes it with ``complete_listing``."""
 
     listing_id: int
+    request_id: int  # the get-topics or watch request the listing serves, so a harness can name it
     namespace: str
     mode: str
     future: VFuture[list[str]]
@@ -258,6 +260,13 @@ class _FlowWorld:
         """False in the §6(a) draft choreography, which has no release on exceptional paths."""
         return self.variant == "current"
 
+    def _initial_release(self, upstream_failures: list[BaseException]) -> ReleasePolicy:
+        """§6(a).1: the draft keeps the initial heap permit only when the listing (broker) or the
+        forwarded request (proxy) itself failed; a later stage failing still releases it."""
+        if self.variant == "current":
+            return True
+        return lambda error: not any(error is failure for failure in upstream_failures)
+
     def connect(self) -> Connection:
         conn = Connection(next(self._conn_ids), self)
         self.connections[conn.id] = conn
@@ -328,8 +337,8 @@ class Broker(_FlowWorld):
     def is_quiescent(self) -> bool:
         return not self.pending_listings and super().is_quiescent()
 
-    def _list(self, namespace: str, mode: str) -> VFuture[list[str]]:
-        listing = PendingListing(next(self._listing_ids), namespace, mode, VFuture())
+    def _list(self, namespace: str, mode: str, request_id: int) -> VFuture[list[str]]:
+        listing = PendingListing(next(self._listing_ids), request_id, namespace, mode, VFuture())
         self.pending_listings[listing.listing_id] = listing
         return listing.future
 
@@ -364,8 +373,12 @@ class Broker(_FlowWorld):
             )
             return completed_future(None)
 
+        upstream_failures: list[BaseException] = []
+
         def list_topics(initial: DualPermit) -> VFuture[None]:
-            return self._list(namespace, mode).then_compose(lambda topics: listed(initial, topics))
+            listing = self._list(namespace, mode, request_id)
+            listing.add_done_callback(lambda f: _note_failure(f, upstream_failures))
+            return listing.then_compose(lambda topics: listed(initial, topics))
 
         def listed(initial: DualPermit, topics: list[str]) -> VFuture[None]:
             actual = heap_size(topics)
@@ -404,7 +417,7 @@ class Broker(_FlowWorld):
                 is_cancelled,
                 list_topics,
                 heap_refused,
-                exceptional_release=self._exceptional_release,
+                exceptional_release=self._initial_release(upstream_failures),
             )
         ).add_done_callback(finish)
 
@@ -489,7 +502,7 @@ class Broker(_FlowWorld):
 
         def list_topics(initial: DualPermit) -> VFuture[list[str]]:
             acquired = initial.permits
-            return self._list(watcher.namespace, PERSISTENT).then_compose(
+            return self._list(watcher.namespace, PERSISTENT, watcher.request_id).then_compose(
                 lambda topics: listed(initial, acquired, topics)
             )
 
@@ -690,11 +703,14 @@ class Proxy(_FlowWorld):
             )
             return completed_future(None)
 
+        upstream_failures: list[BaseException] = []
+
         def forward(initial: DualPermit) -> VFuture[None]:
             pending = PendingBrokerResponse(
                 next(self._response_ids), conn, request_id, namespace, mode, client_hash, VFuture()
             )
             self.pending_broker_responses[pending.response_id] = pending
+            pending.future.add_done_callback(lambda f: _note_failure(f, upstream_failures))
             return pending.future.then_compose(lambda response: answered(initial, response))
 
         def answered(initial: DualPermit, response: BrokerResponse) -> VFuture[None]:
@@ -738,7 +754,7 @@ class Proxy(_FlowWorld):
                 is_cancelled,
                 forward,
                 heap_refused,
-                exceptional_release=self._exceptional_release,
+                exceptional_release=self._initial_release(upstream_failures),
             )
         ).add_done_callback(finish)
 
@@ -802,3 +818,9 @@ def from_config(conf: Mapping[str, object], *, proxy: bool = False) -> TopicList
         direct_timeout_ms=number("maxTopicListInFlightDirectMemSizePermitsAcquireTimeoutMillis", 25_000),
         lookup_max=number(lookup_name, 50_000),
     )
+
+
+def _note_failure(future: VFuture[Any], failures: list[BaseException]) -> None:
+    error = future.exception()
+    if error is not None:
+        failures.append(error)

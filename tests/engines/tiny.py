@@ -144,5 +144,5 @@ MECHANISM = Mechanism(
     current="fixed",
     twins={"overflow": "C-I1"},
     explore_configs={"small": {"limit": 3}},
-    hypothesis_config={"limit": 6},
+    hypothesis_configs={"default": {"limit": 6}},
 )

@@ -1,0 +1,653 @@
+"""The topic-list limiter (PIP-442) bound to the engines: the reference adapter and the registry entry.
+
+`TopicListReference` builds the reference world of `reference_impl.topiclist` for a model config
+(one `AsyncSemaphore`, or dual limiters with a `Broker` and a `Proxy`), performs the model's
+actions on it, returns observations in the model's shape, projects the reference onto exactly the
+model's variables, and checks invariants directly on reference internals (`violations`).
+
+How model names map to the reference:
+
+* requests: model request ids are passed as the reference's request ids (flows), or are the
+  semaphore's request sequence number minus one (semaphore scope: every validated call gets one);
+* permits (semaphore scope): numbered in the order the adapter sees them issued;
+* connections: model connection `c` is the `c`-th connection the adapter opened, broker
+  connections first, then proxy connections (each world has its own);
+* listings are named by the request that owns them (`PendingListing.request_id`);
+* writes are numbered in global creation order (the reference numbers them per world); the adapter
+  wraps each connection's `write` to see that order;
+* the model's `advance(dt)` is `advance_to(now + dt)`, `step` is one `VirtualExecutor.step()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from models.core import Action, Json, Observation, Param
+from models.topiclist import (
+    EXPLORE_ALL_FLOWS_CONFIG,
+    EXPLORE_CONFIG,
+    EXPLORE_FLOWS_CONFIG,
+    HYPOTHESIS_CONFIG,
+    HYPOTHESIS_FLOWS_CONFIG,
+    TopicListModel,
+)
+from properties import topiclist_z3
+from properties.registry import Mechanism
+from reference_impl.topiclist import (
+    LONG_MAX,
+    AsyncDualMemoryLimiter,
+    AsyncSemaphore,
+    Broker,
+    Connection,
+    ErrorReply,
+    GetTopicsResponse,
+    LimitType,
+    Outcome,
+    Permit,
+    PermitAcquireAlreadyClosedError,
+    PermitAcquireCancelledError,
+    PermitAcquireQueueFullError,
+    PermitAcquireTimeoutError,
+    Proxy,
+    Reply,
+    SizeState,
+    SuccessReply,
+    TopicListMetrics,
+    VFuture,
+    VirtualExecutor,
+    WatchSuccess,
+    WatchUpdate,
+)
+from reference_impl.topiclist.flows import PendingListing
+
+_FAILURE_NAMES: tuple[tuple[type[BaseException], str], ...] = (
+    (PermitAcquireTimeoutError, "Timeout"),
+    (PermitAcquireQueueFullError, "QueueFull"),
+    (PermitAcquireAlreadyClosedError, "AlreadyClosed"),
+    (PermitAcquireCancelledError, "Cancelled"),
+)
+
+
+def _int(action: Action, name: str) -> int:
+    value = action[name]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{action}: parameter {name} must be an int")
+    return value
+
+
+def _str(action: Action, name: str) -> str:
+    return str(action[name])
+
+
+def _topics(action: Action, name: str) -> list[str]:
+    value = action[name]
+    if not isinstance(value, tuple):
+        raise ValueError(f"{action}: parameter {name} must be a tuple of topic names")
+    return [str(t) for t in value]
+
+
+def _failure_name(error: BaseException | None) -> str:
+    for cls, name in _FAILURE_NAMES:
+        if isinstance(error, cls):
+            return name
+    return type(error).__name__
+
+
+class _SemaphoreWorld:
+    """The semaphore scope: one `AsyncSemaphore` whose requests and permits the harness holds."""
+
+    def __init__(self, model: TopicListModel) -> None:
+        self.model = model
+        self.ex = VirtualExecutor()
+        self.timeouts = 0
+        self.observations: list[int] = []
+        self.sem = AsyncSemaphore(
+            model.max_permits,
+            model.pool_queue[0],
+            model.pool_timeout[0],
+            executor=self.ex,
+            queue_latency_recorder=self._record,
+        )
+        self.futures: list[VFuture[Permit]] = []
+        self.flags: list[bool] = []
+        self.created_at: list[int] = []
+        self.permits: list[Permit] = []
+        self.permit_ids: dict[int, int] = {}  # id(Permit) -> model permit id
+        self.completions: list[Json] = []
+        self.completed_count: list[int] = []
+        self.update_of: dict[int, tuple[int, int]] = {}  # rid -> (old permit id, its value when asked)
+        self.touched: set[int] = set()  # permit ids the harness released or shrank since
+        self.failed: set[str] = set()
+        self._granted_seen = 0
+
+    def _record(self, value: int) -> None:
+        if value == LONG_MAX:
+            self.timeouts += 1
+        else:
+            self.observations.append(value)
+
+    # -- callbacks -----------------------------------------------------------------------------
+    def _watch(self, rid: int, future: VFuture[Permit]) -> None:
+        def done(f: VFuture[Permit]) -> None:
+            self.completed_count[rid] += 1
+            if self.completed_count[rid] > 1:
+                self.failed.add("TL-I4")
+            if f.cancelled():
+                self.completions.append({"request": rid, "status": "caller_cancelled"})
+                return
+            error = f.exception()
+            if error is None:
+                permit = f.result()
+                pid = len(self.permits)
+                self.permits.append(permit)
+                self.permit_ids[id(permit)] = pid
+                self.completions.append({"request": rid, "status": "granted", "permit": pid, "permits": permit.permits})
+                self._check_grant(rid, permit)
+                return
+            name = _failure_name(error)
+            self.completions.append({"request": rid, "status": name})
+            self._check_failure(rid, name)
+
+        future.add_done_callback(done)
+
+    def _check_grant(self, rid: int, permit: Permit) -> None:
+        sem = self.sem
+        if rid in self.update_of:
+            self.touched.add(self.update_of[rid][0])  # the grant consumed the old permit
+        if not sem.unbounded and permit.permits > sem.max_permits:
+            self.failed.add("TL-I5")
+        granted = sem.outcomes[Outcome.GRANTED]
+        if granted != self._granted_seen:  # a queued grant, made by a pass
+            self._granted_seen = granted
+            if any(p.seq < rid + 1 for p in sem.queue):
+                self.failed.add("TL-I3")
+            if self.flags[rid]:
+                self.failed.add("TL-I10")  # granted although is_cancelled() was true
+
+    def _check_failure(self, rid: int, name: str) -> None:
+        if name == "Cancelled" and not self.flags[rid]:
+            self.failed.add("TL-I10")
+        if name == "Timeout" and self.ex.now != self.created_at[rid] + self.sem.timeout_ms:
+            self.failed.add("TL-I10")
+        if rid in self.update_of:
+            pid, value = self.update_of[rid]
+            if pid not in self.touched and self.permits[pid].permits != value:
+                self.failed.add("TL-I10")  # a failed growing update changed the old permit
+
+    # -- actions -------------------------------------------------------------------------------
+    def apply(self, action: Action) -> Observation:
+        name = action.name
+        self.completions = []
+        if name in ("acquire", "update"):
+            n = _int(action, "permits")
+            pid = _int(action, "permit") if name == "update" else -1
+            rid = len(self.futures)
+            flag_index = rid
+
+            def is_cancelled() -> bool:
+                return self.flags[flag_index]
+
+            old_value = self.permits[pid].permits if pid >= 0 else 0
+            try:
+                if name == "acquire":
+                    future = self.sem.acquire(n, is_cancelled)
+                else:
+                    future = self.sem.update(self.permits[pid], n, is_cancelled)
+            except ValueError as e:
+                return {"error": "ValueError", "message": str(e)}
+            if future.id != rid + 1:
+                self.failed.add("TL-I4")  # request numbering out of step with the calls
+            self.futures.append(future)
+            self.flags.append(False)
+            self.created_at.append(self.ex.now)
+            self.completed_count.append(0)
+            if pid >= 0:
+                if n > old_value:
+                    self.update_of[rid] = (pid, old_value)
+                else:
+                    self.touched.add(pid)
+            self._watch(rid, future)
+            if not future.done():
+                return {"request": rid, "status": "pending"}
+            (done,) = self.completions
+            assert isinstance(done, dict)
+            return done
+        if name == "release":
+            pid = _int(action, "permit")
+            self.touched.add(pid)
+            self.sem.release(self.permits[pid])
+        elif name == "cancel":
+            self.futures[_int(action, "request")].cancel()
+        elif name == "disconnect":
+            self.flags[_int(action, "request")] = True
+        elif name == "close":
+            self.sem.close()
+        elif name == "step":
+            self.ex.step()
+        elif name == "advance":
+            self.ex.advance_to(self.ex.now + _int(action, "dt"))
+        else:
+            raise ValueError(f"the topiclist reference has no action {name!r}")
+        return {"completed": self.completions}
+
+    # -- projection and checks -----------------------------------------------------------------
+    def _status(self, future: VFuture[Permit]) -> str:
+        if not future.done():
+            return "pending"
+        if future.cancelled():
+            return "caller_cancelled"
+        error = future.exception()
+        return "granted" if error is None else _failure_name(error)
+
+    def vars(self) -> dict[str, Json]:
+        sem = self.sem
+        reqs: list[Json] = []
+        for rid, future in enumerate(self.futures):
+            status = self._status(future)
+            d: dict[str, Json] = {"status": status, "cancelled": self.flags[rid]}
+            if status == "granted":
+                d["permit"] = self.permit_ids[id(future.result())]
+            reqs.append(d)
+        return {
+            "now": self.ex.now,
+            "available_permits": sem.available_permits,
+            "acquired_permits": sem.acquired_permits,
+            "queue_size": sem.queue_size,
+            "closed": sem.closed,
+            "queue": [p.seq - 1 for p in sem.queue],
+            "requests": reqs,
+            "permits": [p.permits for p in self.permits],
+            "executor": [t for t, _ in self.ex.pending()],
+            "timeouts": self.timeouts,
+            "waits": len(self.observations),
+        }
+
+    def violations(self) -> list[str]:
+        sem = self.sem
+        failed = set(self.failed)
+        if not sem.unbounded:
+            if not 0 <= sem.available <= sem.max_permits:
+                failed.add("TL-I1")
+            live = sum(p.permits for p in sem.live.values())
+            held = sum(p.permits for p in self.permits)
+            if not sem.acquired_permits == live == held:
+                failed.add("TL-I2")
+            if any(p.permits > sem.max_permits for p in self.permits):
+                failed.add("TL-I5")
+        if 0 < sem.max_queue_size < sem.queue_size:
+            failed.add("TL-I6")
+        if self.ex.idle() and any(not f.done() for f in self.futures):
+            failed.add("TL-I4")
+        quiescent = self.ex.idle() and not sem.queue and not any(p.permits for p in self.permits)
+        if quiescent and sem.acquired_permits != 0:
+            failed.add("TL-I7")
+        if self.timeouts != sem.outcomes[Outcome.TIMEOUT] or len(self.observations) != (
+            sem.outcomes[Outcome.GRANTED] + sem.outcomes[Outcome.TIMEOUT]
+        ):
+            failed.add("TL-I9")
+        return sorted(failed)
+
+
+def _by_request(listing: PendingListing) -> int:
+    return listing.request_id
+
+
+def _reply_json(conn: int, reply: Reply) -> dict[str, Json]:
+    d: dict[str, Json] = {"conn": conn}
+    if isinstance(reply, ErrorReply):
+        d.update(type="Error", request=reply.request_id, code=str(reply.code.value), message=reply.message)
+    elif isinstance(reply, SuccessReply):
+        d.update(type="Success", request=reply.request_id)
+    elif isinstance(reply, GetTopicsResponse):
+        d.update(
+            type="GetTopicsResponse",
+            request=reply.request_id,
+            topics=list(reply.topics),
+            hash=reply.topics_hash,
+            changed=reply.changed,
+            filtered=reply.filtered,
+        )
+    elif isinstance(reply, WatchSuccess):
+        d.update(
+            type="WatchSuccess",
+            request=reply.request_id,
+            watcher=reply.watcher_id,
+            hash=reply.topics_hash,
+            topics=list(reply.topics),
+        )
+    elif isinstance(reply, WatchUpdate):
+        d.update(
+            type="WatchUpdate",
+            watcher=reply.watcher_id,
+            new=list(reply.new_topics),
+            deleted=list(reply.deleted_topics),
+            hash=reply.topics_hash,
+        )
+    return d
+
+
+class _FlowsWorld:
+    """The flows scope: a broker (get-topics and watchers) and a proxy over one or two limiters."""
+
+    def __init__(self, model: TopicListModel, variant: str) -> None:
+        self.model = model
+        self.ex = VirtualExecutor()
+        m = model
+        limiters: list[AsyncDualMemoryLimiter] = []
+        self.metrics: list[TopicListMetrics] = []
+        for i, prefix in enumerate(("pulsar_broker_", "pulsar_proxy_")[: len(m.limiters)]):
+            heap, direct = 2 * i, 2 * i + 1
+            lim = AsyncDualMemoryLimiter(
+                m.pool_max[heap],
+                m.pool_queue[heap],
+                m.pool_timeout[heap],
+                m.pool_max[direct],
+                m.pool_queue[direct],
+                m.pool_timeout[direct],
+                executor=self.ex,
+            )
+            limiters.append(lim)
+            self.metrics.append(TopicListMetrics(lim, prefix))
+        self.limiters = limiters
+        self.broker = Broker(limiters[0], self.ex, lookup_max=m.lookup_max, variant=variant)  # type: ignore[arg-type]
+        self.proxy = Proxy(
+            limiters[-1],
+            self.ex,
+            lookup_max=m.proxy_lookup_max,
+            variant=variant,  # type: ignore[arg-type]
+        )
+        self.pools: list[tuple[AsyncSemaphore, TopicListMetrics, LimitType]] = []
+        for lim, met in zip(limiters, self.metrics, strict=True):
+            self.pools.append((lim.heap, met, LimitType.HEAP_MEMORY))
+            self.pools.append((lim.direct, met, LimitType.DIRECT_MEMORY))
+        self.conns: list[Connection] = []
+        for world_name in m.conn_worlds:
+            world: Broker | Proxy = self.broker if world_name == "broker" else self.proxy
+            conn = world.connect()
+            self._wrap_write(conn, world)
+            self.conns.append(conn)
+        self.writes: list[tuple[Broker | Proxy, int, int]] = []  # (world, reference id, request)
+        self.kinds: dict[int, str] = {}
+        self.failed: set[str] = set()
+        self._granted_seen = [0] * len(self.pools)
+        for i, (pool, _, _) in enumerate(self.pools):
+            self._wrap_issue(i, pool)
+
+    # -- instrumentation -----------------------------------------------------------------------
+    def _wrap_write(self, conn: Connection, world: Broker | Proxy) -> None:
+        original = conn.write
+
+        def write(reply: Any, listener: Callable[[bool], None]) -> None:
+            original(reply, listener)
+            request = reply.watcher_id if isinstance(reply, WatchUpdate) else reply.request_id
+            self.writes.append((world, max(world.pending_writes), int(request)))
+
+        conn.write = write  # type: ignore[method-assign]
+
+    def _wrap_issue(self, index: int, pool: AsyncSemaphore) -> None:
+        original = pool._issue
+
+        def _issue(seq: int, permits: int) -> Permit:
+            granted = pool.outcomes[Outcome.GRANTED]
+            if granted != self._granted_seen[index]:  # a queued grant: only the head is granted
+                self._granted_seen[index] = granted
+                if any(p.seq < seq for p in pool.queue):
+                    self.failed.add("TL-I3")
+            if not pool.unbounded and permits > pool.max_permits:
+                self.failed.add("TL-I5")
+            return original(seq, permits)
+
+        pool._issue = _issue  # type: ignore[method-assign]
+
+    # -- actions -------------------------------------------------------------------------------
+    def _world_of(self, rid: int) -> Broker | Proxy:
+        return self.proxy if self.kinds.get(rid) == "proxy" else self.broker
+
+    def apply(self, action: Action) -> Observation:
+        before = [len(c.replies) for c in self.conns]
+        name = action.name
+        b, p = self.broker, self.proxy
+        if name in ("get_topics", "proxy_get_topics", "watch"):
+            rid = _int(action, "request_id")
+            conn = self.conns[_int(action, "conn")]
+            ns = _str(action, "namespace")
+            h = _str(action, "topics_hash") or None
+            self.kinds[rid] = name
+            if name == "get_topics":
+                b.handle_get_topics(conn, rid, ns, _str(action, "mode"), h)
+            elif name == "proxy_get_topics":
+                self.kinds[rid] = "proxy"
+                p.handle_get_topics(conn, rid, ns, _str(action, "mode"), h)
+            else:
+                b.handle_watch(conn, rid, rid, ns, h)
+        elif name == "watch_close":
+            rid = _int(action, "request_id")
+            self.kinds[rid] = name
+            b.handle_watch_close(self.conns[_int(action, "conn")], rid, _int(action, "watcher_id"))
+        elif name == "complete_listing":
+            rid = _int(action, "id")
+            (listing,) = [x.listing_id for x in b.pending_listings.values() if x.request_id == rid]
+            if action.get("topics") is not None:
+                b.complete_listing(listing, topics=_topics(action, "topics"))
+            else:
+                b.complete_listing(listing, error=_str(action, "error"))
+        elif name == "complete_broker_response":
+            rid = _int(action, "id")
+            (response,) = [r.response_id for r in p.pending_broker_responses.values() if r.request_id == rid]
+            if action.get("topics") is not None:
+                p.complete_broker_response(response, _topics(action, "topics"), _str(action, "hash"))
+            else:
+                p.complete_broker_response(response, error_kind=_str(action, "error_kind"))
+        elif name == "complete_write":
+            world, ref_id, _ = self.writes[_int(action, "id")]
+            ok = action["ok"]
+            world.complete_write(ref_id, ok is True)
+        elif name == "arm_serialization_fault":
+            rid = _int(action, "request_id")
+            self._world_of(rid).arm_serialization_fault(rid)
+        elif name == "disconnect":
+            c = _int(action, "conn")
+            world = b if self.model.conn_worlds[c] == "broker" else p
+            world.disconnect(self.conns[c])
+        elif name == "deny_authorization":
+            b.deny_authorization(_str(action, "namespace"))
+        elif name == "topics_changed":
+            b.topics_changed(_str(action, "namespace"), _topics(action, "new"), _topics(action, "deleted"))
+        elif name == "close":
+            self.limiters[self.model.limiters.index(_str(action, "limiter"))].close()
+        elif name == "step":
+            self.ex.step()
+        elif name == "advance":
+            self.ex.advance_to(self.ex.now + _int(action, "dt"))
+        else:
+            raise ValueError(f"the topiclist reference has no action {name!r}")
+        replies: list[Json] = []
+        for c, conn in enumerate(self.conns):
+            replies.extend(_reply_json(c, r) for r in conn.replies[before[c] :])
+        return {"replies": replies}
+
+    # -- projection ----------------------------------------------------------------------------
+    def vars(self) -> dict[str, Json]:
+        m = self.model
+        pools: list[Json] = []
+        names = ("heap", "direct", "proxy_heap", "proxy_direct")
+        for i, (pool, met, lt) in enumerate(self.pools):
+            pools.append(
+                {
+                    "name": names[i],
+                    "available": pool.available_permits,
+                    "acquired": pool.acquired_permits,
+                    "closed": pool.closed,
+                    "queue": [
+                        [q.permits, -1 if q.previous_permit is None else q.previous_permit.permits] for q in pool.queue
+                    ],
+                    "timeouts": met.timeouts[lt],
+                    "waits": len(met.observations[lt]),
+                }
+            )
+        holders: list[Json] = []
+        for comp, world in (("broker", self.broker), ("proxy", self.proxy)):
+            for ns in m.namespaces:
+                for mode in m.modes:
+                    h = world.size_cache.holders.get((ns, mode))
+                    state = "UNSET" if h is None else h.state.name
+                    size = -1 if h is None or h.state is not SizeState.KNOWN or h.size is None else h.size
+                    holders.append(
+                        {
+                            "key": f"{comp}:{ns}:{mode}",
+                            "state": state,
+                            "size": size,
+                            "waiters": 0 if h is None else len(h.waiters),
+                        }
+                    )
+        conns: list[Json] = [
+            {
+                "world": m.conn_worlds[c],
+                "active": conn.active,
+                "backoff_ms": conn.retry_backoff.current_ms,
+                "replies": [_reply_json(c, r) for r in conn.replies],
+            }
+            for c, conn in enumerate(self.conns)
+        ]
+        listings: list[Json] = [x.request_id for x in sorted(self.broker.pending_listings.values(), key=_by_request)]
+        responses: list[Json] = [
+            rid for rid in sorted(r.request_id for r in self.proxy.pending_broker_responses.values())
+        ]
+        watchers: list[Json] = [
+            {
+                "id": wid,
+                "registered": w.registered,
+                "initializing": w.initializing,
+                "live": w.live,
+                "sending": w.sending_in_progress,
+                "queued_updates": len(w.update_queue),
+                "topics": list(w.topics),
+            }
+            for wid, w in sorted(self.broker.watchers.items())
+        ]
+        return {
+            "now": self.ex.now,
+            "pools": pools,
+            "executor": [t for t, _ in self.ex.pending()],
+            "lookup_available": self.broker.lookup.available,
+            "proxy_lookup_available": self.proxy.lookup.available,
+            "holders": holders,
+            "connections": conns,
+            "listings": listings,
+            "responses": responses,
+            "writes": [
+                {"id": i, "request": request, "pending": ref_id in world.pending_writes}
+                for i, (world, ref_id, request) in enumerate(self.writes)
+            ],
+            "watchers": watchers,
+            "denied": [ns for ns in m.namespaces if ns in self.broker.denied_namespaces],
+        }
+
+    # -- checks on reference internals ---------------------------------------------------------
+    def _reply_counts(self) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for conn in self.conns:
+            for r in conn.replies:
+                if not isinstance(r, WatchUpdate):
+                    counts[r.request_id] = counts.get(r.request_id, 0) + 1
+        return counts
+
+    def quiescent(self) -> bool:
+        """TL-I7's premise on the reference: both worlds quiescent (no listing, broker response or
+        write pending, nothing queued, executor idle), nobody waiting on a size estimate, every
+        request but a watch replied to, and no watcher still initializing."""
+        if not (self.broker.is_quiescent() and self.proxy.is_quiescent()):
+            return False
+        for world in (self.broker, self.proxy):
+            if any(h.waiters for h in world.size_cache.holders.values()):
+                return False
+        if any(w.registered and w.initializing for w in self.broker.watchers.values()):
+            return False
+        counts = self._reply_counts()
+        return all(counts.get(rid, 0) >= 1 for rid, kind in self.kinds.items() if kind != "watch")
+
+    def violations(self) -> list[str]:
+        failed = set(self.failed)
+        for pool, _, _ in self.pools:
+            if pool.unbounded:
+                continue
+            if not 0 <= pool.available <= pool.max_permits:
+                failed.add("TL-I1")
+            if pool.acquired_permits != sum(p.permits for p in pool.live.values()):
+                failed.add("TL-I2")
+            if any(p.permits > pool.max_permits for p in pool.live.values()):
+                failed.add("TL-I5")
+            if 0 < pool.max_queue_size < pool.queue_size:
+                failed.add("TL-I6")
+        if self.ex.idle() and any(pool.queue for pool, _, _ in self.pools):
+            failed.add("TL-I4")
+        counts = self._reply_counts()
+        if any(n > 1 for n in counts.values()):
+            failed.add("TL-I8")
+        if self.quiescent():
+            if any(pool.acquired_permits for pool, _, _ in self.pools):
+                failed.add("TL-I7")
+            if self.broker.lookup.available != self.broker.lookup.max:
+                failed.add("TL-I7")
+            if self.proxy.lookup.available != self.proxy.lookup.max:
+                failed.add("TL-I7")
+            if any(counts.get(rid, 0) != 1 for rid, kind in self.kinds.items() if kind != "watch"):
+                failed.add("TL-I8")
+        for met in self.metrics:
+            collected = met.collect()
+            for lt in LimitType:
+                pool = met.limiter.limiter(lt)
+                base = f"{met.prefix}topic_list_{lt.value}_"
+                wait = collected[base + "wait_time_ms"]
+                timeouts = pool.outcomes[Outcome.TIMEOUT]
+                if (
+                    collected[base + "memory_used_bytes"] != pool.acquired_permits
+                    or collected[base + "queue_size"] != pool.queue_size
+                    or collected[base + "timeout_total"] != timeouts
+                    or getattr(wait, "count", -1) != pool.outcomes[Outcome.GRANTED] + timeouts
+                ):
+                    failed.add("TL-I9")
+        return sorted(failed)
+
+
+class TopicListReference:
+    """The reference implementation of one variant, driven by the model's actions."""
+
+    def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:
+        self.model = TopicListModel(config, variant)  # parses and completes the configuration
+        self.world: _SemaphoreWorld | _FlowsWorld
+        if self.model.scope == "semaphore":
+            self.world = _SemaphoreWorld(self.model)
+        else:
+            self.world = _FlowsWorld(self.model, variant)
+
+    def apply(self, action: Action) -> Observation:
+        return self.world.apply(action)
+
+    def vars(self) -> dict[str, Json]:
+        return self.world.vars()
+
+    def violations(self) -> list[str]:
+        return self.world.violations()
+
+
+def make_reference(config: Mapping[str, Param] | None, variant: str) -> TopicListReference:
+    return TopicListReference(config, variant)
+
+
+MECHANISM = Mechanism(
+    name="topiclist",
+    spec="shared/spec/topic_list_limiter.md",
+    make_model=lambda config, variant: TopicListModel(config, variant),
+    make_reference=make_reference,
+    current="current",
+    twins={"no_exceptional_release": "TL-I7"},
+    explore_configs={
+        "semaphore": EXPLORE_CONFIG,
+        "flows": EXPLORE_FLOWS_CONFIG,
+        "all_flows": EXPLORE_ALL_FLOWS_CONFIG,
+    },
+    hypothesis_configs={"semaphore": HYPOTHESIS_CONFIG, "flows": HYPOTHESIS_FLOWS_CONFIG},
+    proofs=topiclist_z3.proofs,
+)
