@@ -36,16 +36,30 @@ class Finding:
 
 @dataclass
 class Exploration(Generic[S]):
-    """What a search saw: counts, the state graph, and shortest counterexamples."""
+    """What a search saw: counts, the edge list of the state graph, and shortest counterexamples.
+
+    The `networkx` graph is built from the edge list on first use (liveness needs it; a plain
+    safety search does not pay for it).
+    """
 
     states: list[S]
-    transitions: int
+    edges: tuple[list[int], list[int]]
     max_depth: int
     complete: bool
     elapsed_s: float
     findings: list[Finding] = field(default_factory=list)
-    graph: nx.DiGraph | None = None
     coverage: dict[str, int] = field(default_factory=dict)
+    _graph: nx.DiGraph | None = None
+
+    @property
+    def transitions(self) -> int:
+        return len(self.edges[0])
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        if self._graph is None:
+            self._graph = _graph(len(self.states), *self.edges)
+        return self._graph
 
     @property
     def ok(self) -> bool:
@@ -156,21 +170,26 @@ def _explore(
         if progress is not None and i % 50_000 == 0:
             progress(i, len(states))
 
-    graph = nx.DiGraph()
-    graph.add_nodes_from(range(len(states)))
-    graph.add_edges_from(zip(sources, targets, strict=True))
-    if check_liveness and complete:
-        findings.extend(_liveness_findings(model, states, graph, path_to, depth))
-    return Exploration(
+    result = Exploration(
         states=states,
-        transitions=len(sources),
+        edges=(sources, targets),
         max_depth=max(depth),
         complete=complete,
-        elapsed_s=time.perf_counter() - started,
+        elapsed_s=0.0,
         findings=findings,
-        graph=graph,
         coverage=coverage,
     )
+    if check_liveness and complete and model.liveness:
+        findings.extend(_liveness_findings(model, states, result.graph, path_to, depth))
+    result.elapsed_s = time.perf_counter() - started
+    return result
+
+
+def _graph(nodes: int, sources: list[int], targets: list[int]) -> nx.DiGraph:
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(nodes))
+    graph.add_edges_from(zip(sources, targets, strict=True))
+    return graph
 
 
 def _liveness_findings(
