@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -20,14 +22,18 @@ from hypothesis import seed as hypothesis_seed
 
 from models.core import Model, Param
 from properties import profiles, registry
+from properties.coverage import Coverage, from_exploration
 from properties.explorer import Exploration, explore
 from properties.lockstep import DIVERGENCE, Lockstep
 from properties.registry import Mechanism
 from properties.stateful import FailedRun, build_state_machine, find_failure
 from traces.format import Trace, TraceError, load, save
 from traces.promote import promote
+from traces.protocol import describe
 from traces.replay import record, replay
+from traces.report import render
 from traces.shrink import failure_oracle, shrink
+from traces.verify import PORT_PREFIX, PortSpec, record_on_port, run_actions, verify
 
 PASS, VIOLATED, DIVERGED, USAGE, INFRA = 0, 1, 2, 3, 4
 
@@ -73,15 +79,20 @@ def _save_finding(
     out: Path, mechanism: Mechanism, model: Model[Any], actions: Sequence[Any], engine: str, seed: int | None,
     name: str | None = None,
 ) -> Path:
-    """Record the run (in lockstep with the reference) and save it; `engine` and the finding name the file.
+    """Record the run (in lockstep with the reference) and save it with its HTML report beside it.
 
-    A liveness or deadlock path breaks no invariant at its last state, so `name` labels the file.
+    `engine` and the finding name the file. A liveness or deadlock path breaks no invariant at its last
+    state, so `name` labels the file.
     """
     implementation = mechanism.make_reference(model.config, model.variant) if mechanism.make_reference else None
     trace = record(model, actions, engine=engine.split("[")[0], seed=seed, implementation=implementation)
     names = "-".join(str(n) for n in trace.failure.get("names", [])) or name or "run"  # type: ignore[union-attr]
     label = engine.replace("[", "-").replace("]", "")
-    return save(trace, out / mechanism.name / f"{model.variant}-{label}-{names}.json")
+    path = save(trace, out / mechanism.name / f"{model.variant}-{label}-{names}.json")
+    html = path.with_suffix(".html")
+    html.write_text(render(trace), encoding="utf-8")
+    _progress(f"report: {html}")
+    return path
 
 
 def run_explorer(mechanism: Mechanism, variant: str, config_name: str, max_states: int | None) -> Exploration[Any]:
@@ -138,11 +149,37 @@ class _Report:
     """The check's table and exit code; twins are judged per engine over all configurations."""
 
     rows: list[list[str]] = field(default_factory=list)
+    codes: list[int] = field(default_factory=list)
     worst: int = PASS
+    coverage: dict[str, Coverage] = field(default_factory=dict)
 
     def add(self, row: list[str], code: int) -> None:
         self.rows.append(row)
+        self.codes.append(code)
         self.worst = max(self.worst, code)
+
+    def junit(self, path: Path) -> None:
+        """JUnit XML, one testcase per table row, so CI servers show each engine run and its failure."""
+        suite = ET.Element("testsuite", name="brokerspec check", tests=str(len(self.rows)),
+                           failures=str(sum(code != PASS for code in self.codes)))
+        for (mechanism, engine, subject, verdict, detail, took), code in zip(self.rows, self.codes, strict=True):
+            case = ET.SubElement(suite, "testcase", classname=f"brokerspec.{mechanism}", name=f"{engine} {subject}",
+                                 time=took.removesuffix("s") or "0")
+            if code != PASS:
+                ET.SubElement(case, "failure", message=verdict, type=f"exit {code}").text = detail
+            else:
+                ET.SubElement(case, "system-out").text = f"{verdict}: {detail}"
+        try:
+            ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+
+    def cover(self, coverage: Coverage) -> None:
+        """Merge one run's coverage into its mechanism's (current variant only: twins reach other states)."""
+        if coverage.mechanism in self.coverage:
+            self.coverage[coverage.mechanism].merge(coverage)
+        else:
+            self.coverage[coverage.mechanism] = coverage
 
 
 def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report) -> bool:
@@ -150,6 +187,8 @@ def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str
     caught = False
     for config_name, config in mechanism.explore_configs.items():
         result = run_explorer(mechanism, variant, config_name, args.max_states)
+        if variant == mechanism.current:
+            report.cover(from_exploration(_model(mechanism, config, variant), result))
         names = [f.name for f in result.findings]
         detail = f"{len(result.states)} states, {result.transitions} transitions, depth {result.max_depth}"
         if not result.complete:
@@ -216,6 +255,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not report.rows:
         raise UsageError("no mechanism to check")
     print(_table(report.rows, ["mechanism", "engine", "variant/invariant", "verdict", "detail", "time"]))
+    if args.junit:
+        report.junit(Path(args.junit))
+    if report.coverage:
+        print("\ncoverage (explorer, current variant):")
+        for name, coverage in report.coverage.items():
+            print(f"  {name}: {coverage.summary()}")
     print(f"\nbrokerspec check: {'PASS' if report.worst == PASS else 'FAIL'}")
     return report.worst
 
@@ -279,6 +324,8 @@ def _load(path: str) -> Trace:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     trace = _load(args.trace)
+    if args.port is not None:
+        return _replay_port(args, trace)
     try:
         result = replay(trace, args.trace, against=args.against, variant=args.variant)
     except TraceError as exc:
@@ -319,6 +366,17 @@ def cmd_promote(args: argparse.Namespace) -> int:
     return PASS
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    trace = _load(args.trace)
+    out = Path(args.out or str(Path(args.trace).with_suffix(".html")))
+    try:
+        out.write_text(render(trace), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write: {exc.strerror}") from None
+    print(f"wrote {out}")
+    return PASS
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from properties.bench import bench
 
@@ -328,6 +386,147 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         rows = [[str(r["mechanism"]), k, str(v)] for r in results for k, v in r.items() if k != "mechanism"]
         print(_table(rows, ["mechanism", "measure", "value"]))
+    return PASS
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from traces.pipeline.simulate import simulate
+
+    try:
+        sim = simulate(args.mechanism, args.events, Path(args.out), partitions=args.partitions, fault=args.fault,
+                       seed=args.seed, corrupt=args.corrupt, progress=_progress)
+    except (KeyError, ValueError) as exc:
+        raise UsageError(f"simulate: {exc.args[0]}") from None
+    faulted = f", {args.fault} in partitions {list(sim.faulted)}" if sim.faulted else ""
+    print(f"wrote {sim.path}: {sim.events} events in {sim.partitions} partitions{faulted}, "
+          f"{sim.corrupt_lines} malformed lines")
+    return PASS
+
+
+def cmd_pipeline_check(args: argparse.Namespace) -> int:
+    from traces.pipeline.check import SparkUnavailable, check
+    from traces.pipeline.schema import spec
+
+    try:
+        spec(args.mechanism)
+    except KeyError as exc:
+        raise UsageError(f"pipeline check: {exc.args[0]}") from None
+    if not Path(args.input).exists():
+        raise UsageError(f"pipeline check: {args.input}: no such file or directory")
+    try:
+        summary = check(args.mechanism, Path(args.input), Path(args.out), master=args.master, progress=_progress)
+    except SparkUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return INFRA
+    print(f"{args.mechanism}: {summary['records']} records, {summary['checked']} checked, "
+          f"{summary['quarantined']} quarantined, {summary['partitions']} partitions, "
+          f"{len(summary['violating_partitions'])} violating: {summary['violating_partitions']}")
+    for key, path in summary["traces"].items():
+        print(f"  partition {key}: reproduce: brokerspec replay {path}")
+    print(f"summary: {Path(args.out) / 'summary.json'}")
+    return VIOLATED if summary["violating_partitions"] else PASS
+
+
+def cmd_pipeline_explore(args: argparse.Namespace) -> int:
+    from traces.pipeline.check import SparkUnavailable, session
+    from traces.pipeline.explore import explore as spark_explore
+
+    mechanism = _mechanisms([args.mechanism])[0]
+    variant = args.variant or mechanism.current
+    _model(mechanism, None, variant)  # a usage error for an unknown variant
+    try:
+        spark = session(args.master)
+    except SparkUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return INFRA
+    _progress(f"  pipeline explore {mechanism.name}/{variant}: {args.seeds} seeds of {args.steps} steps")
+    findings, failing = spark_explore(spark, mechanism.name, args.seeds, Path(args.out), variant=variant,
+                                      steps=args.steps, first_seed=args.seed)
+    print(f"{mechanism.name}/{variant}: {args.seeds} seeds, {failing} failing")
+    for finding in findings:
+        print(f"  seed {finding.seed}: {finding.invariant}, {finding.steps} -> {finding.shrunk_steps} steps: "
+              f"{finding.trace}")
+        print(f"  reproduce: brokerspec replay {finding.trace}")
+    return VIOLATED if failing else PASS
+
+
+def _port_code(target: str) -> int:
+    """A misbehaving port is infrastructure (4), a divergence 2, an invariant the port reports 1."""
+    if target.startswith(PORT_PREFIX):
+        return INFRA
+    return DIVERGED if target == DIVERGENCE else VIOLATED
+
+
+def _port_argv(args: argparse.Namespace) -> tuple[str, ...]:
+    if not args.port:
+        raise UsageError(f"{args.command}: --port needs the port's command line (argv, last on the line)")
+    return tuple(args.port)
+
+
+def _port_config(mechanism: Mechanism, name: str | None) -> Mapping[str, Param]:
+    configs = {**mechanism.explore_configs, **mechanism.hypothesis_configs}
+    if name is None:
+        return next(iter(mechanism.hypothesis_configs.values()))
+    if name not in configs:
+        raise UsageError(f"unknown config {name!r} for {mechanism.name} (known: {', '.join(configs)})")
+    return configs[name]
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    mechanism = _mechanisms([args.mechanism])[0]
+    variant = args.variant or mechanism.current
+    config = _port_config(mechanism, args.config)
+    _model(mechanism, config, variant)  # a usage error for an unknown variant
+    spec = PortSpec(_port_argv(args), mechanism.name, variant, dict(config), args.step_timeout)
+    name = args.config or next(iter(mechanism.hypothesis_configs))
+    small = mechanism.explore_configs.get(name)  # the explorer's bounds of the same name, if any
+    explorer = None
+    if small is not None:
+        explorer = (lambda: mechanism.make_model(small, variant), replace(spec, config=dict(small)))
+    _progress(f"  verify {mechanism.name}/{variant} on {shlex.join(spec.argv)}: up to {args.budget:g}s")
+    verdict = verify(lambda: mechanism.make_model(config, variant), spec, budget_s=args.budget, seed=args.seed,
+                     explorer=explorer, progress=_progress)
+    label = f"{mechanism.name}/{variant}"
+    found = verdict.failure
+    if found is None:
+        print(f"{label}: port agrees with the model: {verdict.runs} runs, {verdict.steps} steps, "
+              f"{verdict.elapsed_s:.1f}s")
+        return PASS
+    out = Path(args.out) / mechanism.name / f"{variant}-port-{found.target}.json"
+    path = save(record_on_port(_model(mechanism, verdict.spec.config, variant), verdict.spec, found), out)
+    print(f"{label}: {found.target} at step {len(found.actions)} (found by {found.engine}, shrunk on the port, "
+          f"{verdict.elapsed_s:.1f}s): {found.detail}")
+    print("  actions: " + "; ".join(str(a) for a in found.actions))
+    print(f"  trace: {path}")
+    print(f"  reproduce: brokerspec replay {path} --port {shlex.join(spec.argv)}")
+    return _port_code(found.target)
+
+
+def _replay_port(args: argparse.Namespace, trace: Trace) -> int:
+    mechanism = _mechanisms([trace.mechanism])[0]
+    variant = args.variant or trace.variant
+    try:
+        replay(trace, args.trace, variant=variant, check_vars=False)  # the actions must fit the model
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    spec = PortSpec(_port_argv(args), trace.mechanism, variant, trace.config, args.step_timeout)
+    found = run_actions(lambda: _model(mechanism, trace.config, variant), spec, trace.actions)
+    label = f"{trace.mechanism}/{variant} against the port"
+    if found is None:
+        print(f"{args.trace}: {len(trace.actions)} steps replayed on {label}: no failure")
+        return PASS
+    print(f"{args.trace}: step {len(found.actions)}: {found.target} on {label}. {found.detail}".rstrip())
+    return _port_code(found.target)
+
+
+def cmd_protocol(args: argparse.Namespace) -> int:
+    mechanism = _mechanisms([args.mechanism])[0]
+    variant = args.variant or mechanism.current
+    names = [args.config] if args.config else list(mechanism.hypothesis_configs)
+    print(f"# {mechanism.name} port vocabulary (generated from the model; envelope: README, section Ports)")
+    for name in names:
+        print(f"\n## config {name}\n")
+        print(describe(_model(mechanism, _port_config(mechanism, name), variant), seed=args.seed))
     return PASS
 
 
@@ -348,6 +547,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--depth", type=int, default=10, help="Z3 bounded-proof depth")
     check.add_argument("--max-states", type=int, default=None)
     check.add_argument("--out", default="brokerspec-out", help="where counterexample traces are written")
+    check.add_argument("--junit", metavar="FILE", help="also write the table as JUnit XML")
     check.set_defaults(run=cmd_check)
 
     prove = sub.add_parser("prove", help="Z3 bounded proofs and k-induction, with their twins")
@@ -367,6 +567,9 @@ def _parser() -> argparse.ArgumentParser:
     replay_p.add_argument("trace")
     replay_p.add_argument("--against", choices=("model", "reference"), default="model")
     replay_p.add_argument("--variant", help="replay the same actions on another variant")
+    replay_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
+    replay_p.add_argument("--port", nargs=argparse.REMAINDER,
+                          help="replay against this port instead (its argv; must come last)")
     replay_p.set_defaults(run=cmd_replay)
 
     shrink_p = sub.add_parser("shrink", help="delta-debug a failing trace to a shorter one")
@@ -379,6 +582,59 @@ def _parser() -> argparse.ArgumentParser:
     promote_p.add_argument("--tests-dir", default="tests/regressions")
     promote_p.add_argument("--name")
     promote_p.set_defaults(run=cmd_promote)
+
+    report_p = sub.add_parser("report", help="draw a trace as an HTML/SVG timeline")
+    report_p.add_argument("trace")
+    report_p.add_argument("--out", help="the HTML file to write (default: the trace path with .html)")
+    report_p.set_defaults(run=cmd_report)
+
+    verify_p = sub.add_parser("verify", help="check a port (JSON lines on stdin/stdout) against the model")
+    verify_p.add_argument("--mechanism", required=True)
+    verify_p.add_argument("--variant", help="the variant the port implements (default: the current one)")
+    verify_p.add_argument("--config", help="configuration name (default: the first Hypothesis configuration)")
+    verify_p.add_argument("--budget", type=float, default=20.0, help="seconds of search before shrinking")
+    verify_p.add_argument("--seed", type=int, default=0)
+    verify_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
+    verify_p.add_argument("--out", default="brokerspec-out", help="where the counterexample trace is written")
+    verify_p.add_argument("--port", nargs=argparse.REMAINDER, required=True,
+                          help="the port's argv (no shell); must come last on the line")
+    verify_p.set_defaults(run=cmd_verify)
+
+    protocol_p = sub.add_parser("protocol", help="print a mechanism's port vocabulary, generated from its model")
+    protocol_p.add_argument("--mechanism", required=True)
+    protocol_p.add_argument("--variant")
+    protocol_p.add_argument("--config", help="only this configuration (default: every Hypothesis configuration)")
+    protocol_p.add_argument("--seed", type=int, default=0)
+    protocol_p.set_defaults(run=cmd_protocol)
+
+    simulate_p = sub.add_parser("simulate", help="write a large event log by random walks over a model")
+    simulate_p.add_argument("--mechanism", required=True)
+    simulate_p.add_argument("--events", type=int, required=True, help="valid events to write")
+    simulate_p.add_argument("--fault", help="a known-bad variant injected into three partitions")
+    simulate_p.add_argument("--partitions", type=int, default=1000, help="independent partitions (default 1000)")
+    simulate_p.add_argument("--corrupt", type=float, default=0.0, help="fraction of malformed lines to add")
+    simulate_p.add_argument("--seed", type=int, default=0)
+    simulate_p.add_argument("--out", required=True, help="a .jsonl (JSON lines) or .parquet path")
+    simulate_p.set_defaults(run=cmd_simulate)
+
+    pipeline_p = sub.add_parser("pipeline", help="check event logs with Spark")
+    pipeline_sub = pipeline_p.add_subparsers(dest="pipeline_command", required=True, parser_class=_Parser)
+    pcheck = pipeline_sub.add_parser("check", help="quarantine, SQL window checks and model replay of a log")
+    pcheck.add_argument("--mechanism", required=True)
+    pcheck.add_argument("--input", required=True, help="a JSON-lines or Parquet log")
+    pcheck.add_argument("--out", required=True, help="directory for violations, traces and summary.json")
+    pcheck.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    pcheck.set_defaults(run=cmd_pipeline_check)
+
+    pexplore = pipeline_sub.add_parser("explore", help="swarm random walks over many seeds in Spark tasks")
+    pexplore.add_argument("--mechanism", required=True)
+    pexplore.add_argument("--variant", help="walk this variant (default: the current one)")
+    pexplore.add_argument("--seeds", type=int, required=True, help="number of seeds (one walk each)")
+    pexplore.add_argument("--seed", type=int, default=0, help="first seed")
+    pexplore.add_argument("--steps", type=int, default=60, help="steps per walk")
+    pexplore.add_argument("--out", default="brokerspec-out", help="where shrunk traces are written")
+    pexplore.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    pexplore.set_defaults(run=cmd_pipeline_explore)
 
     bench_p = sub.add_parser("bench", help="explorer states/s, stateful steps/s, time to find known bugs")
     common(bench_p)

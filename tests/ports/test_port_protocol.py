@@ -1,0 +1,132 @@
+"""The port driver against scripted misbehaving ports: each failure mode is named, placed at its
+step, reported by the CLI with exit code 4, and leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from models.core import Action
+from properties import registry
+from properties.cli import INFRA, PASS, VIOLATED, main
+from traces.format import load
+from traces.port import KINDS, PortError, PortProcess
+
+SCRIPT = str(Path(__file__).with_name("script_port.py"))
+MECHANISM = registry.get("topiclist")
+CONFIG = MECHANISM.hypothesis_configs["semaphore"]
+INITIAL = MECHANISM.make_model(CONFIG, "current").vars(MECHANISM.make_model(CONFIG, "current").initial())
+MODES = {"crash": "crash", "hang": "hang", "garbage": "garbage", "wrong-step": "wrong-step", "flood": "flood",
+         "error": "error", "orphan": "hang"}
+
+
+def test_every_failure_kind_has_a_scripted_port() -> None:
+    assert set(MODES.values()) == set(KINDS)
+
+
+def _argv(mode: str, step: int, pidfile: Path) -> list[str]:
+    return [sys.executable, SCRIPT, mode, str(step), str(pidfile)]
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie counts as gone only if it is not our child: init reaps those)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def _assert_none_alive(pidfile: Path) -> None:
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert pids
+    deadline = time.monotonic() + 3.0
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in pids if _alive(p)]
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_port_error_names_the_kind_and_the_step(mode: str, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    port = PortProcess(_argv(mode, 3, pidfile), "topiclist", "current", CONFIG, step_timeout_s=0.5)
+    try:
+        assert port.vars() == INITIAL
+        port.apply(Action.of("advance", dt=1))
+        port.apply(Action.of("advance", dt=1))
+        with pytest.raises(PortError) as info:
+            port.apply(Action.of("advance", dt=1))
+    finally:
+        port.close()
+    assert (info.value.kind, info.value.step) == (MODES[mode], 3)
+    if mode == "crash":
+        assert "exit code 3" in info.value.message and "boom: simulated crash" in info.value.message
+    with pytest.raises(ProcessLookupError):  # reaped, not a zombie
+        os.kill(port.pid, 0)
+    _assert_none_alive(pidfile)
+
+
+def test_a_port_that_cannot_start_is_a_crash_at_step_0(tmp_path: Path) -> None:
+    with pytest.raises(PortError) as info:
+        PortProcess([str(tmp_path / "no-such-port")], "topiclist", "current", CONFIG)
+    assert (info.value.kind, info.value.step) == ("crash", 0)
+
+
+def test_a_bad_hello_reply_is_garbage_at_step_0_and_the_port_is_reaped(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    # the port stays alive after its bad line: an exiting port would race garbage against crash
+    script = (
+        f"import os, time; open({str(pidfile)!r}, 'a').write(str(os.getpid())); print('hi', flush=True); time.sleep(30)"
+    )
+    argv = [sys.executable, "-c", script]
+    with pytest.raises(PortError) as info:
+        PortProcess(argv, "topiclist", "current", CONFIG)
+    assert (info.value.kind, info.value.step) == ("garbage", 0)
+    _assert_none_alive(pidfile)
+
+
+@pytest.mark.parametrize("mode", ["crash", "hang", "garbage", "wrong-step", "flood", "orphan"])
+def test_verify_reports_a_misbehaving_port_with_exit_code_4(
+    mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pidfile = tmp_path / "pids"
+    started = time.monotonic()
+    code = main(["verify", "--mechanism", "topiclist", "--budget", "1", "--step-timeout", "0.5",
+                 "--out", str(tmp_path / "out"), "--port", *_argv(mode, 1, pidfile)])
+    out = capsys.readouterr().out
+    assert code == INFRA, out
+    kind = MODES[mode]
+    assert f"port-{kind} at step 1" in out
+    trace = load(next((tmp_path / "out" / "topiclist").glob(f"current-port-port-{kind}.json")))
+    assert trace.failure["names"] == [f"port-{kind}"] and trace.failure["step"] == 1
+    assert time.monotonic() - started < 30
+    _assert_none_alive(pidfile)
+
+
+def test_protocol_lists_every_action_and_variable_of_the_model(capsys: pytest.CaptureFixture[str]) -> None:
+    model = MECHANISM.make_model(CONFIG, "current")
+    assert main(["protocol", "--mechanism", "topiclist", "--config", "semaphore"]) == PASS
+    out = capsys.readouterr().out
+    for name in model.action_names:
+        assert f"  {name}(" in out
+    for var in model.vars(model.initial()):
+        assert f"  {var}: " in out
+    assert "acquire(permits: int)" in out and "update(permit: int, permits: int)" in out
+
+
+def test_verify_reports_an_invariant_the_port_checks_itself_with_exit_code_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pidfile = tmp_path / "pids"
+    code = main(["verify", "--mechanism", "topiclist", "--budget", "1", "--out", str(tmp_path / "out"),
+                 "--port", *_argv("violation", 1, pidfile)])
+    out = capsys.readouterr().out
+    assert code == VIOLATED, out
+    assert "TL-I2 at step 1" in out
+    trace = load(next((tmp_path / "out" / "topiclist").glob("current-port-TL-I2.json")))
+    assert trace.failure["step"] == 1 and "TL-I2" in trace.steps[1].violations
+    _assert_none_alive(pidfile)

@@ -1,0 +1,271 @@
+"""Verify a port against the model: random walks and Hypothesis runs in lockstep, shrinking, traces.
+
+The model is the oracle: every step the port's projected state must equal the model's variables
+and its observation the model's prediction (else `divergence`); invariants the port reports on its
+own state count as violations; a misbehaving port (crash, hang, garbage, wrong step, flood, error
+reply) is a failure of its own kind, `port-<kind>`. Every run starts a fresh port, so a failure
+reproduces from the actions alone, which is what lets the shrinker use the port as its oracle.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import networkx as nx
+from hypothesis import HealthCheck, Phase
+from hypothesis import seed as hypothesis_seed
+from hypothesis import settings as Settings
+
+from models.core import Action, ActionNotEnabled, Model, Param
+from properties.explorer import explore
+from properties.lockstep import DIVERGENCE, Lockstep, StepOutcome
+from properties.stateful import build_state_machine, find_failure
+from traces.format import Trace
+from traces.port import DEFAULT_STEP_TIMEOUT_S, PortError, PortProcess
+from traces.replay import record
+from traces.shrink import shrink
+
+PORT_PREFIX = "port-"
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    """How to start the port for one mechanism, variant and configuration."""
+
+    argv: tuple[str, ...]
+    mechanism: str
+    variant: str
+    config: Mapping[str, Param]
+    step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S
+
+    def start(self) -> PortProcess:
+        return PortProcess(self.argv, self.mechanism, self.variant, self.config, step_timeout_s=self.step_timeout_s)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failing run: the actions up to and including the failing one, and what failed."""
+
+    actions: tuple[Action, ...]
+    target: str
+    detail: str
+    engine: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What `verify` found: the (shrunk) failure, if any, the port set-up it failed on, and how much it ran."""
+
+    failure: Failure | None
+    spec: PortSpec
+    runs: int
+    steps: int
+    elapsed_s: float
+
+
+def _target(outcome: StepOutcome) -> str | None:
+    """An invariant outranks a divergence: it says what is wrong, not just that something differs."""
+    names = [f for f in outcome.failures if f != DIVERGENCE]
+    if names:
+        return names[0]
+    return DIVERGENCE if outcome.failures else None
+
+
+def _port_failure(error: PortError, actions: Sequence[Action], engine: str) -> Failure:
+    return Failure(tuple(actions[: error.step]), PORT_PREFIX + error.kind, error.message, engine)
+
+
+def run_actions(
+    make_model: Callable[[], Model[Any]], spec: PortSpec, actions: Sequence[Action], engine: str = "replay"
+) -> Failure | None:
+    """Run `actions` on a fresh port next to the model; the first failure, None if all pass or an
+    action is not enabled (a shrink candidate that does not fit the model)."""
+    try:
+        with spec.start() as port:
+            lockstep = Lockstep(make_model(), port)
+            target = _target(lockstep.initial_outcome())
+            if target is not None:
+                return Failure((), target, lockstep.initial_outcome().detail, engine)
+            for index, action in enumerate(actions, start=1):
+                outcome = lockstep.apply(action)
+                target = _target(outcome)
+                if target is not None:
+                    return Failure(tuple(actions[:index]), target, outcome.detail, engine)
+    except PortError as error:
+        return _port_failure(error, actions, engine)
+    except ActionNotEnabled:
+        return None
+    return None
+
+
+def explorer_paths(model: Model[Any], rng: random.Random, max_states: int) -> Iterator[tuple[Action, ...]]:
+    """Shortest paths to the explored states, deepest first, in seeded random order within a depth.
+
+    The explorer's graph has no action labels, so each edge's action is found again by stepping
+    the model from the edge's source to the state with the target's key.
+    """
+    result = explore(model, max_states=max_states, check_liveness=False, check_deadlock=False)
+    states, graph = result.states, result.graph
+    paths = nx.single_source_shortest_path(graph, 0)
+    order = sorted(paths, key=lambda n: (-len(paths[n]), rng.random()))
+    covered: set[int] = set()
+    for node in order:
+        if node in covered:
+            continue  # a prefix of a path already taken
+        covered.update(paths[node])
+        actions = []
+        for a, b in itertools.pairwise(paths[node]):
+            want = model.key(states[b])
+            actions.append(next(x for x in model.enabled(states[a]) if model.key(model.step(states[a], x)[0]) == want))
+        yield tuple(actions)
+
+
+def random_walk(
+    make_model: Callable[[], Model[Any]], spec: PortSpec, rng: random.Random, length: int
+) -> tuple[Failure | None, int]:
+    """One seeded walk over the model's enabled actions on a fresh port; (failure, steps run)."""
+    actions: list[Action] = []
+    try:
+        with spec.start() as port:
+            lockstep = Lockstep(make_model(), port)
+            target = _target(lockstep.initial_outcome())
+            if target is not None:
+                return Failure((), target, lockstep.initial_outcome().detail, "walk"), 0
+            for _ in range(length):
+                choices = lockstep.model.enabled(lockstep.state)
+                if not choices:
+                    break
+                actions.append(rng.choice(list(choices)))
+                outcome = lockstep.apply(actions[-1])
+                target = _target(outcome)
+                if target is not None:
+                    return Failure(tuple(actions), target, outcome.detail, "walk"), len(actions)
+    except PortError as error:
+        return _port_failure(error, actions, "walk"), len(actions)
+    return None, len(actions)
+
+
+def hypothesis_batch(
+    make_model: Callable[[], Model[Any]], spec: PortSpec, seed: int, examples: int, step_count: int
+) -> tuple[Failure | None, int, int]:
+    """`examples` Hypothesis lockstep runs (no Hypothesis shrinking: the port-oracle shrinker does
+    that with fewer restarts); (failure, runs, steps run)."""
+    steps = [0]
+    runs = [0]
+    last: list[tuple[Action, ...]] = [()]
+    found: list[Failure] = []
+
+    base = build_state_machine(
+        make_model,
+        make_model().action_names,
+        spec.start,
+        on_failure=lambda run: found.append(Failure(run.actions, _target_of(run.failures), run.detail, "hypothesis")),
+        on_step=lambda _: steps.__setitem__(0, steps[0] + 1),
+    )
+
+    class PortMachine(base):  # type: ignore[valid-type,misc]
+        def teardown(self) -> None:
+            last[0] = tuple(self.actions)
+            runs[0] += 1
+            implementation = self.lockstep.implementation
+            if isinstance(implementation, PortProcess):
+                implementation.close()
+
+    settings = Settings(
+        max_examples=examples,
+        stateful_step_count=step_count,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+    )
+    error = find_failure(hypothesis_seed(seed)(PortMachine), settings)
+    if error is None:
+        return None, runs[0], steps[0]
+    if isinstance(error, PortError):
+        return _port_failure(error, last[0], "hypothesis"), runs[0], steps[0]
+    if found:
+        return found[-1], runs[0], steps[0]
+    return Failure(last[0], "exception", f"{type(error).__name__}: {error}", "hypothesis"), runs[0], steps[0]
+
+
+def _target_of(failures: Sequence[str]) -> str:
+    names = [f for f in failures if f != DIVERGENCE]
+    return names[0] if names else DIVERGENCE
+
+
+def shrink_failure(make_model: Callable[[], Model[Any]], spec: PortSpec, failure: Failure) -> Failure:
+    """Delta-debug the actions with the port as the oracle (a fresh port per attempt)."""
+
+    def fails(actions: Sequence[Action]) -> bool:
+        found = run_actions(make_model, spec, actions)
+        return found is not None and found.target == failure.target
+
+    if not fails(failure.actions):
+        return failure  # not reproducible from a fresh start (a flaky port): keep it as found
+    actions = shrink(failure.actions, fails)
+    again = run_actions(make_model, spec, actions)
+    detail = again.detail if again is not None else failure.detail
+    return Failure(actions, failure.target, detail, failure.engine)
+
+
+def verify(
+    make_model: Callable[[], Model[Any]],
+    spec: PortSpec,
+    *,
+    budget_s: float,
+    seed: int = 0,
+    walk_length: int = 40,
+    explorer: tuple[Callable[[], Model[Any]], PortSpec] | None = None,
+    max_states: int = 2000,
+    progress: Callable[[str], None] | None = None,
+) -> Verdict:
+    """Until a failure: explorer paths (on `explorer`'s configuration, if given) for a third of the
+    budget, random walks until half of it, Hypothesis batches for the rest; then shrink."""
+    started = time.perf_counter()
+    rng = random.Random(seed)
+    runs = steps = 0
+    failure: Failure | None = None
+    used = (make_model, spec)
+
+    def left(fraction: float) -> bool:
+        return failure is None and time.perf_counter() - started < budget_s * fraction
+
+    if explorer is not None:
+        for path in explorer_paths(explorer[0](), rng, max_states):
+            failure = run_actions(*explorer, path, engine="explorer")
+            runs, steps = runs + 1, steps + len(path)
+            used = explorer
+            if not left(1 / 3):
+                break
+    if failure is None:
+        used = (make_model, spec)
+        walks = 0
+        while walks == 0 or left(1 / 2):  # at least one walk: a verdict must rest on a run
+            failure, n = random_walk(make_model, spec, rng, walk_length)
+            runs, steps, walks = runs + 1, steps + n, walks + 1
+    batch = 0
+    while left(1):
+        failure, r, n = hypothesis_batch(make_model, spec, seed + batch, examples=5, step_count=walk_length)
+        runs, steps, batch = runs + r, steps + n, batch + 1
+    if failure is not None:
+        if progress is not None:
+            progress(f"  {failure.target} after {len(failure.actions)} steps ({failure.engine}); shrinking on the port")
+        failure = shrink_failure(*used, failure)
+    return Verdict(failure, used[1], runs, steps, time.perf_counter() - started)
+
+
+def record_on_port(model: Model[Any], spec: PortSpec, failure: Failure) -> Trace:
+    """The failing run as a trace with the port's states; a port error ends it at the failing step."""
+    try:
+        with spec.start() as port:
+            return record(model, failure.actions, engine="port", implementation=port)
+    except PortError as error:
+        trace = record(model, failure.actions[: max(error.step - 1, 0)], engine="port")
+        return replace(trace, failure={"step": error.step, "names": [PORT_PREFIX + error.kind],
+                                       "detail": error.message})
