@@ -1,0 +1,1173 @@
+"""Key_Shared draining hashes (PIP-379) and its predecessors as a pure transition system (spec keyshared.md).
+
+The state is one subscription on one ledger: the published log (a key per entry), the connected
+consumers in join order (name, name index, permits, pending acks, and the client-side record of what
+each one holds), the cursor (read position, mark-delete, individual acks), the replay queue, the
+draining tracker (pip379), the recently-joined map (classic, pip282), pip282's last-sent bookkeeping,
+the read flags, and the storage reads in flight. Positions are entry ids of ledger 1.
+
+The ring is not state: it is a pure function of the consumers' (name, name index) in join order,
+since the selected consumer of every point is its earliest-joined claimer (KS-I8). It is computed with
+the exact sticky-key hash, so a configuration with `points=3` reproduces the spec's rings; only the
+owners of the configured keys' hashes matter to the dispatcher, and impacted ranges are taken
+pointwise at those hashes (KS-I9).
+
+A step thaws the state into a mutable `_Dispatch`, runs the operation as §4.4–§4.6 specify, and
+freezes it back; this keeps the dispatch passes readable and lets the §4.6 interleavings (an ack or
+flow at a point of a pass) run in the middle of a pass, as they do in the reference.
+
+Besides the dispatcher, the model is the harness's client: `held` is what each consumer was
+delivered and has not acked, released or lost by disconnecting (KS-I1 is checked on it, not on the
+pending acks), and per-key order (KS-I4) is checked at each delivery on what the consumer received.
+Transition properties (KS-I4, KS-I5a, KS-I6) leave their name in `broken`, so that they can be checked
+as state invariants by every engine.
+
+Liveness needs a fairness assumption that `AG EF` cannot state directly: without it, acking the
+blocking message or changing the consumers is always a way out. `settle(stubborn)` commits the rest
+of the run to a fixed set of consumers with no more publishing or negative acks, where the consumer
+`stubborn` (0: nobody) never acks what it holds at that moment (`pinned`). From every state, a
+settled state must stay reachable in which only the pinned messages and messages of their hashes are
+left (KS-I5b, no stuck subscription), and no hash is draining or queued but a pinned one (KS-I5-hash).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Hashable, Mapping, Sequence
+from typing import NamedTuple
+
+import mmh3
+
+from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
+
+VARIANTS = ("pip379", "classic", "pip282")
+ACTION_NAMES = (
+    "add",
+    "remove",
+    "publish",
+    "flow",
+    "ack",
+    "redeliver",
+    "redeliver_all",
+    "read",
+    "fire",
+    "run",
+    "begin_read",
+    "complete_read",
+    "interleaved_read",
+    "settle",
+)
+NORMAL, REPLAY = "Normal", "Replay"
+STAGES = ("replay_filter", "dispatch")
+UNKNOWN_HASH = 0  # a replay entry re-added by a redelivery request carries no hash (STICKY_KEY_HASH_NOT_SET)
+_INT_MAX = 2**31 - 1
+_MAX_READS = 1000  # run_until_quiescent's guard, as the reference's default
+
+DEFAULT_CONFIG: dict[str, Param] = {
+    "names": ("consumer1", "consumer2", "consumer3"),
+    "keys": ("4", "0", "5"),
+    "max_consumers": 3,  # connected at once
+    "same_name": True,  # whether a name may join while a consumer of that name is connected
+    "max_messages": 6,
+    "add_permits": (0, 1, 2),  # permits a consumer may join with
+    "flow": (1,),  # permits one flow may grant
+    "max_permits": 3,  # flow is enabled while it keeps permits at most this
+    "points": 3,
+    "range_max": 65535,
+    "read_batch_size": 100,
+    "look_ahead_per_consumer": 4000,
+    "look_ahead_per_subscription": 40000,
+    # The kinds of steps the harness takes (read is always possible); begin_read brings complete_read.
+    "actions": tuple(a for a in ACTION_NAMES if a != "complete_read"),
+    # A disconnect while a Replay read is in flight breaks KS-I4 in every variant (the #12885 retry
+    # only sees positions queued *below* the first queued one). §4.4/§4.6 allow it, so it is a
+    # spec/reference gap; it is off by default so the gate checks the rest, and the corpus keeps the
+    # counterexample (see tests/keyshared/test_keyshared_engines.py).
+    "disconnect_during_replay_read": False,
+    "interleave": 2,  # interleaved_read runs its ack or flow at point 1..interleave of a pass (§4.6)
+}
+
+
+def sticky_hash(key: str, range_max: int) -> int:
+    """The sticky-key hash of §2 on [1, range_max] (never 0)."""
+    return (mmh3.hash(key.encode("utf-8"), 0, signed=False) & 0x7FFFFFFF) % range_max + 1
+
+
+class Ring(NamedTuple):
+    """The ring of one join order: owner slot per key hash, and the snapshot as (start, end, slot)."""
+
+    owners: dict[int, int]
+    ranges: tuple[tuple[int, int, int], ...]
+
+
+def build_ring(join: Sequence[tuple[str, int]], points: int, range_max: int, hashes: Sequence[int]) -> Ring:
+    """§4.1: each point selects its earliest-joined claimer; the snapshot tiles [1, range_max]."""
+    claims: dict[int, int] = {}
+    for slot, (name, index) in enumerate(join):
+        for i in range(points):
+            claims.setdefault(sticky_hash(f"{name}\x00{index}\x00{i}", range_max), slot)
+    if not claims:
+        return Ring({}, ())
+    ring = sorted(claims)
+    owners = {}
+    for h in hashes:
+        at = bisect.bisect_left(ring, h)
+        owners[h] = claims[ring[at if at < len(ring) else 0]]
+    ranges: list[tuple[int, int, int]] = []
+    start = 1
+    for point in ring:
+        slot = claims[point]
+        if ranges and ranges[-1][2] == slot:
+            ranges[-1] = (ranges[-1][0], point, slot)
+        else:
+            ranges.append((start, point, slot))
+        start = point + 1
+    if ring[-1] < range_max:
+        first = claims[ring[0]]
+        if ranges[-1][2] == first:
+            ranges[-1] = (ranges[-1][0], range_max, first)
+        else:
+            ranges.append((ring[-1] + 1, range_max, first))
+    return Ring(owners, tuple(ranges))
+
+
+class Consumer(NamedTuple):
+    id: int
+    name: str
+    name_index: int
+    permits: int
+    pending: tuple[int, ...]  # broker side: positions with a pending ack (their hash is the entry's)
+    held: tuple[int, ...]  # client side: delivered and not since acked or released
+
+
+class Draining(NamedTuple):
+    hash: int
+    owner: int
+    ref_count: int
+    blocked: bool  # blocked_count > 0: only whether it blocked matters (§4.3)
+
+
+class KSState(NamedTuple):
+    messages: tuple[int, ...]  # key index of each entry
+    consumers: tuple[Consumer, ...]  # join order
+    read_position: int
+    mark_delete: int
+    acked: tuple[int, ...]  # individually acked above mark-delete
+    replay: tuple[tuple[int, int], ...]  # (position, hash or UNKNOWN_HASH), ascending
+    draining: tuple[Draining, ...]
+    scheduled_read: bool
+    skip_next_replay: bool  # skip_next_replay_to_trigger_look_ahead (pip379, pip282)
+    stuck_on_replays: bool  # is_dispatcher_stuck_on_replays (classic)
+    recently_joined: tuple[tuple[int, int], ...]  # (consumer id, join position) in map order
+    last_sent: int | None  # pip282
+    sent: tuple[int, ...]  # pip282 individually_sent_positions
+    normal_read: tuple[int, ...] | None  # in flight
+    replay_read: tuple[int, ...] | None
+    min_replayed: int | None  # only meaningful while a read is in flight
+    rewind: bool  # should_rewind_before_reading_or_replaying
+    nacked: tuple[int, ...]  # client: released by a redelivery request since their last delivery, unacked
+    settled: bool
+    pinned: tuple[int, ...]
+    broken: tuple[str, ...]
+
+
+class IllegalStateError(RuntimeError):
+    """The tracker's IllegalStateException; unreachable while KS-I2 holds."""
+
+
+class _Consumer:
+    __slots__ = ("held", "id", "name", "name_index", "pending", "permits")
+
+    def __init__(self, c: Consumer) -> None:
+        self.id, self.name, self.name_index, self.permits = c.id, c.name, c.name_index, c.permits
+        self.pending = set(c.pending)
+        self.held = set(c.held)
+
+
+class _Dispatch:
+    """One operation on a thawed state; the methods follow §4.4–§4.6 and the reference step by step."""
+
+    def __init__(self, model: KeySharedModel, s: KSState) -> None:
+        self.model = model
+        self.pip379 = model.variant == "pip379"
+        self.classic = model.variant == "classic"
+        self.pip282 = model.variant == "pip282"
+        self.messages = list(s.messages)
+        self.cons = [_Consumer(c) for c in s.consumers]
+        self.ring = model.ring(s.consumers)
+        self.read_pos, self.md = s.read_position, s.mark_delete
+        self.acked = set(s.acked)
+        self.replay = dict(s.replay)
+        self.tracker = {d.hash: [d.owner, d.ref_count, d.blocked] for d in s.draining}
+        self.batch_level = 0
+        self.unblocked_while_batching = False
+        self.scheduled, self.skip, self.stuck = s.scheduled_read, s.skip_next_replay, s.stuck_on_replays
+        self.joined = list(s.recently_joined)
+        self.last_sent, self.sent = s.last_sent, set(s.sent)
+        self.normal_read, self.replay_read, self.min_replayed = s.normal_read, s.replay_read, s.min_replayed
+        self.rewind = s.rewind
+        self.nacked = set(s.nacked)
+        self.settled, self.pinned = s.settled, s.pinned
+        self.broken = set(s.broken)
+        self.pass_depth = 0
+        self.deferred_prune = False
+        self.hook: tuple[str, int, Action] | None = None
+        self.delivered: list[Json] = []
+        self.released_blocked = False
+
+    def freeze(self) -> KSState:
+        if self.released_blocked and not self.scheduled:
+            self.broken.add("KS-I5a")
+        in_flight = self.normal_read is not None or self.replay_read is not None
+        return KSState(
+            messages=tuple(self.messages),
+            consumers=tuple(
+                Consumer(c.id, c.name, c.name_index, c.permits, tuple(sorted(c.pending)), tuple(sorted(c.held)))
+                for c in self.cons
+            ),
+            read_position=self.read_pos,
+            mark_delete=self.md,
+            acked=tuple(sorted(self.acked)),
+            replay=tuple(sorted(self.replay.items())),
+            draining=tuple(Draining(h, e[0], e[1], bool(e[2])) for h, e in sorted(self.tracker.items())),
+            scheduled_read=self.scheduled,
+            skip_next_replay=self.skip,
+            stuck_on_replays=self.stuck,
+            recently_joined=tuple(self.joined),
+            last_sent=self.last_sent,
+            sent=tuple(sorted(self.sent)),
+            normal_read=self.normal_read,
+            replay_read=self.replay_read,
+            min_replayed=self.min_replayed if in_flight else None,
+            rewind=self.rewind,
+            nacked=tuple(sorted(p for p in self.nacked if not self.is_acked(p))),
+            settled=self.settled,
+            pinned=self.pinned,
+            broken=tuple(sorted(self.broken)),
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def hash_of(self, position: int) -> int:
+        return self.model.key_hashes[self.messages[position]]
+
+    def is_acked(self, position: int) -> bool:
+        return position <= self.md or position in self.acked
+
+    def consumer(self, cid: int) -> _Consumer:
+        return next(c for c in self.cons if c.id == cid)
+
+    def select(self, h: int) -> _Consumer | None:
+        slot = self.ring.owners.get(h)
+        return None if slot is None else self.cons[slot]
+
+    def owner_ids(self) -> dict[int, int]:
+        return {h: self.cons[slot].id for h, slot in self.ring.owners.items()}
+
+    def reselect(self) -> None:
+        self.ring = self.model.ring(self.cons)
+
+    @staticmethod
+    def available(c: _Consumer) -> int:
+        return max(c.permits, 0)
+
+    def look_ahead_limit(self) -> int:
+        count = len(self.cons)
+        per_consumer, per_subscription = self.model.look_ahead
+        if per_consumer <= 0:
+            limit = per_subscription
+        else:
+            limit = per_consumer * count
+            if 0 < per_subscription < limit:
+                limit = per_subscription
+        return limit if limit > 0 else _INT_MAX  # max_unacked_* are 0 (unbounded) in the model
+
+    def replay_add(self, position: int, h: int) -> bool:
+        if position in self.replay:
+            return False
+        self.replay[position] = h
+        return True
+
+    def replay_has_hash(self, h: int) -> bool:
+        return any(v == h for v in self.replay.values())
+
+    # ------------------------------------------------------------------ tracker (pip379)
+
+    def add_entry(self, owner: int, h: int) -> None:
+        entry = self.tracker.setdefault(h, [owner, 0, False])
+        if entry[0] != owner:
+            raise IllegalStateError(f"hash {h} is drained by {entry[0]}, not {owner}")
+        entry[1] += 1
+
+    def reduce_ref_count(self, owner: int, h: int, closing: bool) -> None:
+        entry = self.tracker.get(h)
+        if entry is None:
+            return
+        if entry[0] != owner:
+            raise IllegalStateError(f"hash {h} is drained by {entry[0]}, not {owner}")
+        entry[1] -= 1
+        if entry[1] > 0:
+            return
+        del self.tracker[h]
+        if entry[2]:
+            self.released_blocked = True
+            if not closing:
+                if self.batch_level > 0:
+                    self.unblocked_while_batching = True
+                else:
+                    self.scheduled = True  # the unblocking handler
+
+    def should_block(self, c: _Consumer, h: int) -> bool:
+        entry = self.tracker.get(h)
+        if entry is None:
+            return False
+        if entry[0] != c.id:
+            entry[2] = True
+            return True
+        del self.tracker[h]  # lazy removal: the hash came back to its draining consumer
+        return False
+
+    def start_batch(self) -> None:
+        self.batch_level += 1
+
+    def end_batch(self) -> None:
+        self.batch_level -= 1
+        if self.batch_level == 0 and self.unblocked_while_batching:
+            self.unblocked_while_batching = False
+            self.scheduled = True
+
+    def remove_pending(self, c: _Consumer, positions: Sequence[int], batch: bool) -> None:
+        """PendingAcksMap removals with the pip379 remove handler (one batch when `batch`)."""
+        if self.pip379 and batch and positions:
+            self.start_batch()
+        for position in positions:
+            c.pending.discard(position)
+            if self.pip379:
+                self.reduce_ref_count(c.id, self.hash_of(position), False)
+        if self.pip379 and batch and positions:
+            self.end_batch()
+
+    def register_draining(self, before: Mapping[int, int], after: Mapping[int, int], skip: int) -> None:
+        """REMOVE (lost a hash it holds: add entries) for everyone first, then ADD (got it back)."""
+        for x in self.cons:
+            if x.id != skip:
+                for position in sorted(x.pending):
+                    h = self.hash_of(position)
+                    if before.get(h) == x.id and after.get(h) != x.id:
+                        self.add_entry(x.id, h)
+        for x in self.cons:
+            if x.id != skip:
+                for position in sorted(x.pending):
+                    h = self.hash_of(position)
+                    entry = self.tracker.get(h)
+                    if after.get(h) == x.id and before.get(h) != x.id and entry is not None and entry[0] == x.id:
+                        self.reduce_ref_count(x.id, h, False)
+
+    def check_bystanders(self, before: Mapping[int, int], after: Mapping[int, int], cid: int, added: bool) -> None:
+        """KS-I6 at the configured hashes: only the joining (leaving) consumer gains (loses) hashes."""
+        for h, owner in after.items() if added else before.items():
+            other = before.get(h) if added else after.get(h)
+            if other != owner and owner != cid:
+                self.broken.add("KS-I6")
+
+    # ------------------------------------------------------------------ recently joined (classic, pip282)
+
+    def put_joined(self, cid: int, position: int) -> None:
+        for i, (existing, _) in enumerate(self.joined):
+            if existing == cid:
+                self.joined[i] = (cid, position)
+                break
+        else:
+            self.joined.append((cid, position))
+        if len(self.joined) > 1 and self.joined[-2][1] > self.joined[-1][1]:
+            self.joined.sort(key=lambda item: item[1])
+
+    def prune(self) -> None:
+        if self.pip379:
+            return
+        bound = self.md + 1 if self.classic else self.md
+        pruned = 0
+        while pruned < len(self.joined) and self.joined[pruned][1] <= bound:
+            pruned += 1
+        if pruned:
+            del self.joined[:pruned]
+            self.scheduled = True
+
+    def joined_limit(self, c: _Consumer, read_type: str) -> int | None:
+        self.prune()
+        limit = next((p for cid, p in self.joined if cid == c.id), None)
+        if limit is None:
+            return None
+        if read_type == REPLAY and self.joined and self.joined[0][1] < limit:
+            limit = self.joined[0][1]
+        return limit
+
+    def last_sent_now(self) -> int | None:
+        if self.last_sent is not None and self.md > self.last_sent:
+            self.last_sent = self.md
+        return self.last_sent
+
+    # ------------------------------------------------------------------ consumers
+
+    def add(self, cid: int, name: str, permits: int) -> None:
+        if not self.cons:
+            if self.normal_read is not None or self.replay_read is not None:
+                self.rewind = True
+            else:
+                self.read_pos = self.md + 1
+            self.replay.clear()
+        used = {c.name_index for c in self.cons if c.name == name}
+        index = next(i for i in itertools.count() if i not in used)
+        before = self.owner_ids()
+        self.cons.append(_Consumer(Consumer(cid, name, index, permits, (), ())))
+        self.reselect()
+        after = self.owner_ids()
+        self.check_bystanders(before, after, cid, added=True)
+        if self.pip379:
+            self.register_draining(before, after, cid)
+            return
+        join = self.read_pos if self.classic else self.last_sent_now()
+        if join is not None and len(self.cons) > 1 and self.read_pos - self.md > 1 and not self.rewind:
+            self.put_joined(cid, join)
+
+    def remove(self, cid: int) -> None:
+        c = self.consumer(cid)
+        before = self.owner_ids()
+        self.cons.remove(c)
+        self.reselect()
+        after = self.owner_ids()
+        self.check_bystanders(before, after, cid, added=False)
+        added = False
+        if self.cons:
+            if self.pip379:
+                self.start_batch()
+            for position in sorted(c.pending):
+                h = self.hash_of(position)
+                added = self.replay_add(position, h) or added
+                if self.pip379:
+                    self.reduce_ref_count(cid, h, True)
+            if self.pip379:
+                self.end_batch()
+        else:
+            self.replay.clear()
+            self.tracker.clear()
+        if self.pip379:
+            self.register_draining(before, after, cid)
+        else:
+            self.joined = [item for item in self.joined if item[0] != cid]
+            if len(self.cons) == 1:
+                self.joined.clear()
+            elif not self.cons and self.pip282:
+                self.last_sent = None
+                self.sent.clear()
+            self.prune()
+        if added:
+            self.scheduled = True
+
+    # ------------------------------------------------------------------ acks and redelivery
+
+    def ack(self, cid: int, position: int) -> None:
+        c = self.consumer(cid)
+        c.held.discard(position)
+        holder = c if position in c.pending else next((x for x in self.cons if position in x.pending), None)
+        if holder is not None:
+            self.remove_pending(holder, [position], batch=False)
+        if self.is_acked(position):
+            return
+        self.acked.add(position)
+        md = self.md
+        while md + 1 in self.acked:
+            md += 1
+            self.acked.discard(md)
+        if md == self.md:
+            return
+        self.md = md
+        self.read_pos = max(self.read_pos, md + 1)
+        for x in self.cons:
+            self.remove_pending(x, sorted(p for p in x.pending if p <= md), batch=True)
+        for position in [p for p in self.replay if p <= md]:
+            del self.replay[position]
+        if self.pip379:
+            self.scheduled = True
+        elif self.pass_depth:
+            self.deferred_prune = True
+        else:
+            self.prune()
+
+    def redeliver(self, cid: int, positions: Sequence[int] | None) -> None:
+        c = self.consumer(cid)
+        nacked = sorted(c.held) if positions is None else list(positions)
+        c.held.difference_update(nacked)
+        self.nacked.update(nacked)
+        if positions is None:
+            released = sorted(c.pending)
+            self.remove_pending(c, released, batch=True)
+        else:
+            released = [p for p in positions if p in c.pending]
+            for position in released:
+                self.remove_pending(c, [position], batch=False)
+        added = False
+        for position in released:
+            if not self.is_acked(position):
+                added = self.replay_add(position, UNKNOWN_HASH) or added
+        if added:
+            self.scheduled = True
+
+    # ------------------------------------------------------------------ reads
+
+    def interleave(self, stage: str, index: int) -> None:
+        """§4.6: the harness's ack or flow at (stage, index) of a pass, at most once per read."""
+        hook = self.hook
+        if hook is None or index == 0 or (stage, index) != hook[:2]:
+            return
+        self.hook = None
+        inner = hook[2]
+        cid = inner["consumer"]
+        c = next((x for x in self.cons if x.id == cid), None)
+        if c is None:
+            return
+        if inner.name == "flow":
+            n = inner["n"]
+            assert isinstance(n, int)
+            c.permits += n
+        elif inner["position"] in c.held:
+            position = inner["position"]
+            assert isinstance(position, int)
+            self.ack(c.id, position)
+
+    def end_pass(self) -> None:
+        self.pass_depth -= 1
+        if not self.pass_depth and self.deferred_prune:
+            self.deferred_prune = False
+            self.prune()
+
+    def begin_read(self) -> tuple[str, tuple[int, ...]] | None:
+        if not self.cons:
+            return None
+        count = min(sum(self.available(c) for c in self.cons), self.model.read_batch_size)
+        if count <= 0:
+            return None
+        replay = [] if self.replay_read is not None else self.to_replay_now(count)
+        if replay:
+            op = (REPLAY, tuple(replay))
+            self.replay_read = op[1]
+        else:
+            normal = [] if self.normal_read is not None else self.read_entries(count)
+            if not normal:
+                return None
+            op = (NORMAL, tuple(normal))
+            self.normal_read = op[1]
+        self.min_replayed = min(self.replay) if self.replay else None
+        return op
+
+    def to_replay_now(self, count: int) -> list[int]:
+        while True:
+            if self.classic and self.stuck:
+                self.stuck = False
+                return []
+            if not self.classic and self.skip:
+                self.skip = False
+                return []
+            collected = self.classic_replay_filter(count) if self.classic else self.replay_filter(count)
+            acked = [p for p in collected if self.is_acked(p)]
+            for position in acked:
+                self.replay.pop(position, None)
+            live = [p for p in collected if not self.is_acked(p)]
+            if live or not acked:
+                return live
+
+    def replay_filter(self, count: int) -> list[int]:
+        permits: dict[int, int] = {}
+        blocked: set[int] = set()
+        collected: list[int] = []
+        self.pass_depth += 1
+        for seen, position in enumerate(sorted(self.replay)):
+            if len(collected) >= count:
+                break
+            self.interleave("replay_filter", seen)
+            if position not in self.replay:
+                continue
+            h = self.replay[position]
+            if h == UNKNOWN_HASH:
+                collected.append(position)
+                continue
+            if h in blocked:
+                continue
+            c = self.select(h)
+            if (
+                c is None
+                or permits.setdefault(c.id, self.available(c)) <= 0
+                or not self.can_dispatch(c, position, h, REPLAY)[0]
+            ):
+                if self.pip379:
+                    blocked.add(h)
+                continue
+            permits[c.id] -= 1
+            collected.append(position)
+        self.end_pass()
+        return collected
+
+    def classic_replay_filter(self, count: int) -> list[int]:
+        candidates = sorted(self.replay)[:count]
+        accepted: list[int] = []
+        groups: dict[int, list[int]] = {}
+        self.pass_depth += 1
+        for index, position in enumerate(candidates):
+            self.interleave("replay_filter", index)
+            if position not in self.replay:
+                continue
+            h = self.replay[position]
+            if h == UNKNOWN_HASH:
+                accepted.append(position)
+                continue
+            c = self.select(h)
+            if c is not None:
+                groups.setdefault(c.id, []).append(position)
+        for cid, positions in groups.items():
+            c = self.consumer(cid)
+            permits = self.available(c)
+            if permits:
+                accepted.extend(positions[: self.classic_allowed(c, positions, permits, REPLAY, None)])
+        self.end_pass()
+        return sorted(accepted)
+
+    def read_entries(self, count: int) -> list[int]:
+        if self.classic:
+            joined = {cid for cid, _ in self.joined}
+            if not any(self.available(c) > 0 and c.id not in joined for c in self.cons):
+                return []
+        else:
+            limit = self.look_ahead_limit()
+            if len(self.replay) >= limit:
+                return []
+            count = min(count, max(limit - len(self.replay), 1))
+        positions: list[int] = []
+        position = self.read_pos
+        while len(positions) < count and position < len(self.messages):
+            if not self.is_acked(position):
+                positions.append(position)
+            position += 1
+        if positions:
+            self.read_pos = positions[-1] + 1
+        return positions
+
+    def complete_read(self, read_type: str) -> None:
+        if read_type == NORMAL:
+            positions, self.normal_read = self.normal_read, None
+        else:
+            positions, self.replay_read = self.replay_read, None
+        assert positions is not None
+        if self.rewind:
+            if self.normal_read is None and self.replay_read is None:
+                self.rewind = False
+                self.read_pos = self.md + 1
+            return
+        if not self.cons:
+            if read_type == NORMAL:
+                self.read_pos = self.md + 1
+            return
+        if self.replay and self.min_replayed is not None and min(self.replay) < self.min_replayed:
+            if read_type == NORMAL:
+                for position in positions:
+                    self.replay_add(position, self.hash_of(position))
+            return
+        if self.classic:
+            self.classic_dispatch(positions, read_type)
+        else:
+            self.per_entry_dispatch(positions, read_type)
+
+    def can_dispatch(self, c: _Consumer, position: int, h: int, read_type: str) -> tuple[bool, bool]:
+        """(dispatchable, blocked by hash) for pip379 and pip282."""
+        if self.pip282:
+            limit = self.joined_limit(c, read_type)
+            if limit is not None and position > limit:
+                return False, False
+        if read_type == NORMAL and self.replay_has_hash(h):
+            return False, True
+        if self.pip379 and self.should_block(c, h):
+            return False, True
+        return True, False
+
+    def per_entry_dispatch(self, positions: Sequence[int], read_type: str) -> None:
+        groups: dict[int, list[int]] = {}
+        permits: dict[int, int] = {}
+        already_blocked: set[int] = set()
+        blocked_by_hash: dict[int, None] = {}
+        with_entries: set[int] = set()
+        self.pass_depth += 1
+        if self.pip282:
+            self.last_sent_now()
+            if self.last_sent is None:
+                self.last_sent = self.md
+        look_ahead_allowed = len(self.replay) < self.look_ahead_limit()
+        for index, position in enumerate(positions):
+            self.interleave("dispatch", index)
+            h = self.hash_of(position)
+            c: _Consumer | None = None
+            dispatch = by_hash = False
+            if h not in already_blocked:
+                c = self.select(h)
+                if c is not None:
+                    with_entries.add(c.id)
+                    if permits.setdefault(c.id, self.available(c)) > 0:
+                        dispatch, by_hash = self.can_dispatch(c, position, h, read_type)
+            if dispatch and c is not None:
+                permits[c.id] -= 1
+                groups.setdefault(c.id, []).append(position)
+                continue
+            if by_hash and c is not None:
+                blocked_by_hash[c.id] = None
+            self.replay_add(position, h)
+            if self.pip379:
+                already_blocked.add(h)
+        if look_ahead_allowed and not groups:
+            trigger = read_type == NORMAL and any(permits[cid] > 0 for cid in blocked_by_hash)
+            trigger = trigger or any(c.id not in with_entries and self.available(c) > 0 for c in self.cons)
+            if trigger:
+                self.skip = True
+        sent = self.send(groups, read_type)
+        if self.pip282:
+            assert self.last_sent is not None
+            pending = self.sent | {p for p in sent if p > self.last_sent}
+            while self.last_sent + 1 in pending or self.last_sent + 1 <= self.md:
+                self.last_sent += 1
+            self.sent = {p for p in pending if p > self.last_sent}
+        self.end_pass()
+
+    def classic_allowed(
+        self, c: _Consumer, positions: Sequence[int], permits: int, read_type: str, hashes: set[int] | None
+    ) -> int:
+        count = min(len(positions), permits)
+        if count == 0:
+            return 0
+        if read_type == NORMAL and hashes is not None and any(self.replay_has_hash(h) for h in hashes):
+            return 0
+        limit = self.joined_limit(c, read_type)
+        if limit is None:
+            return count
+        return next((i for i in range(count) if positions[i] >= limit), count)
+
+    def classic_dispatch(self, positions: Sequence[int], read_type: str) -> None:
+        groups: dict[int, list[int]] = {}
+        hashes: dict[int, set[int]] = {}
+        any_sent = False
+        self.pass_depth += 1
+        for position in positions:
+            h = self.hash_of(position)
+            c = self.select(h)
+            if c is None:
+                self.replay_add(position, h)
+                continue
+            groups.setdefault(c.id, []).append(position)
+            hashes.setdefault(c.id, set()).add(h)
+        for index, (cid, group) in enumerate(groups.items()):
+            self.interleave("dispatch", index)
+            c = self.consumer(cid)
+            allowed = self.classic_allowed(c, group, self.available(c), read_type, hashes[cid])
+            for position in group[allowed:]:
+                self.replay_add(position, self.hash_of(position))
+            if allowed:
+                any_sent = bool(self.send({cid: group[:allowed]}, read_type)) or any_sent
+        if not any_sent and not self.joined:
+            self.stuck = True
+        self.end_pass()
+
+    def send(self, groups: Mapping[int, Sequence[int]], read_type: str) -> list[int]:
+        """Per entry: the pending ack (pip379's add handler may refuse it), the delivery, a permit."""
+        sent: list[int] = []
+        for cid, positions in groups.items():
+            c = self.consumer(cid)
+            if read_type == REPLAY:
+                for position in positions:
+                    self.replay.pop(position, None)
+            for position in positions:
+                h = self.hash_of(position)
+                if self.pip379:
+                    entry = self.tracker.get(h)
+                    if entry is not None and entry[0] != cid:
+                        self.replay_add(position, h)
+                        continue
+                c.pending.add(position)
+                c.permits -= 1
+                sent.append(position)
+                self.deliver(c, position, h)
+        return sent
+
+    def deliver(self, c: _Consumer, position: int, h: int) -> None:
+        """The client receives `position`: KS-I4 against what it holds, then it holds it."""
+        for earlier in range(position):
+            if (
+                self.hash_of(earlier) == h
+                and not self.is_acked(earlier)
+                and earlier not in c.held
+                and earlier not in self.nacked
+            ):
+                self.broken.add("KS-I4")
+        self.nacked.discard(position)
+        c.held.add(position)
+        self.delivered.append([c.id, position])
+
+    def read_more(self) -> None:
+        op = self.begin_read()
+        if op is not None:
+            self.complete_read(op[0])
+
+    def progress_key(self) -> Hashable:
+        return (
+            len(self.delivered),
+            self.read_pos,
+            self.md,
+            tuple(sorted(self.replay.items())),
+            self.scheduled,
+            self.skip,
+            self.stuck,
+            tuple(self.joined),
+            self.last_sent,
+            tuple(sorted(self.sent)),
+        )
+
+    def run(self) -> None:
+        seen = {self.progress_key()}
+        for _ in range(_MAX_READS):
+            if self.scheduled:
+                self.scheduled = False
+            self.read_more()
+            key = self.progress_key()
+            if key in seen:
+                return
+            seen.add(key)
+
+
+def _int(action: Action, name: str) -> int:
+    value = action[name]
+    assert isinstance(value, int) and not isinstance(value, bool)
+    return value
+
+
+class KeySharedModel:
+    """The Key_Shared dispatcher of one variant, with the harness's client record; see the module doc."""
+
+    mechanism = "keyshared"
+    action_names: Sequence[str] = ACTION_NAMES
+
+    def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "pip379") -> None:
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+        unknown = set(config or {}) - set(DEFAULT_CONFIG)
+        if unknown:
+            raise ValueError(f"unknown keyshared config key(s): {', '.join(sorted(unknown))}")
+        self.variant = variant
+        self.config: Mapping[str, Param] = {**DEFAULT_CONFIG, **(config or {})}
+        cfg = self.config
+        self.names = tuple(str(n) for n in _tuple(cfg["names"]))
+        self.keys = tuple(str(k) for k in _tuple(cfg["keys"]))
+        self.max_consumers = _cfg_int(cfg, "max_consumers")
+        self.max_messages = _cfg_int(cfg, "max_messages")
+        self.same_name = bool(cfg["same_name"])
+        self.add_permits = _ints(cfg, "add_permits")
+        self.flows = _ints(cfg, "flow")
+        self.max_permits = _cfg_int(cfg, "max_permits")
+        self.points = _cfg_int(cfg, "points")
+        self.range_max = _cfg_int(cfg, "range_max")
+        self.read_batch_size = _cfg_int(cfg, "read_batch_size")
+        self.look_ahead = (_cfg_int(cfg, "look_ahead_per_consumer"), _cfg_int(cfg, "look_ahead_per_subscription"))
+        self.kinds = frozenset(str(a) for a in _tuple(cfg["actions"]))
+        if not self.kinds <= set(ACTION_NAMES):
+            raise ValueError(f"unknown keyshared action(s): {', '.join(sorted(self.kinds - set(ACTION_NAMES)))}")
+        self._flag_unread = not self.kinds & {"fire", "run"}
+        self.disconnect_during_replay_read = bool(cfg["disconnect_during_replay_read"])
+        self.interleave = _cfg_int(cfg, "interleave")
+        self.key_hashes = tuple(sticky_hash(k, self.range_max) for k in self.keys)
+        self._hashes = tuple(sorted(set(self.key_hashes)))
+        self._rings: dict[tuple[tuple[str, int], ...], Ring] = {}
+        # The engines ask for the enabled actions and then step each of them from the same state.
+        self._last_enabled: tuple[KSState | None, frozenset[Action]] = (None, frozenset())
+        self.invariants: Sequence[Invariant[KSState]] = (
+            Invariant("KS-I1", self._one_holder, "at most one connected consumer holds a position of each hash"),
+            Invariant("KS-I2", self._tracker_consistent, "tracker entries match the drainer's pending acks"),
+            Invariant("KS-I4", lambda s: "KS-I4" not in s.broken, "nobody gets p before an unacked q < p of its hash"),
+            Invariant("KS-I5a", lambda s: "KS-I5a" not in s.broken, "a released blocking entry schedules a read"),
+            Invariant("KS-I6", lambda s: "KS-I6" not in s.broken, "a join or leave moved a bystander's hash"),
+            Invariant("KS-I7", self._no_hash_zero, "hash 0 is never tracked or queued as known"),
+        )
+        # Liveness is judged on settled runs, so it needs the `settle` step.
+        self.liveness: Sequence[Liveness[KSState]] = (
+            Liveness("KS-I5b", self._nothing_stuck, "under a fixed set of consumers, every unpinned hash drains"),
+            Liveness("KS-I5-hash", self._nothing_blocked, "no hash stays draining or queued but a pinned one"),
+        ) if "settle" in self.kinds else ()
+
+    # ------------------------------------------------------------------ ring
+
+    def ring(self, consumers: Sequence[Consumer | _Consumer]) -> Ring:
+        join = tuple((c.name, c.name_index) for c in consumers)
+        ring = self._rings.get(join)
+        if ring is None:
+            ring = self._rings[join] = build_ring(join, self.points, self.range_max, self._hashes)
+        return ring
+
+    def owner(self, state: KSState, h: int) -> int | None:
+        """Id of the consumer `select(h)` returns, or None on an empty ring."""
+        slot = self.ring(state.consumers).owners.get(h)
+        return None if slot is None else state.consumers[slot].id
+
+    # ------------------------------------------------------------------ properties
+
+    def hash_of(self, state: KSState, position: int) -> int:
+        return self.key_hashes[state.messages[position]]
+
+    def _one_holder(self, s: KSState) -> bool:
+        holder: dict[int, int] = {}
+        for c in s.consumers:
+            for position in c.held:
+                if holder.setdefault(self.key_hashes[s.messages[position]], c.id) != c.id:
+                    return False
+        return True
+
+    def _tracker_consistent(self, s: KSState) -> bool:
+        if not s.consumers:
+            return not s.draining
+        by_id = {c.id: c for c in s.consumers}
+        for d in s.draining:
+            c = by_id.get(d.owner)
+            if d.hash == 0 or c is None or self.owner(s, d.hash) == d.owner:
+                return False
+            if d.ref_count < 1 or d.ref_count != sum(1 for p in c.pending if self.hash_of(s, p) == d.hash):
+                return False
+        return True
+
+    def _no_hash_zero(self, s: KSState) -> bool:
+        return all(1 <= d.hash <= self.range_max for d in s.draining) and all(
+            h == UNKNOWN_HASH or 1 <= h <= self.range_max for _, h in s.replay
+        )
+
+    def _unacked(self, s: KSState) -> list[int]:
+        acked = set(s.acked)
+        return [p for p in range(s.mark_delete + 1, len(s.messages)) if p not in acked]
+
+    def _nothing_stuck(self, s: KSState) -> bool:
+        pinned_hashes = {self.hash_of(s, p) for p in s.pinned}
+        return s.settled and all(p in s.pinned or self.hash_of(s, p) in pinned_hashes for p in self._unacked(s))
+
+    def _nothing_blocked(self, s: KSState) -> bool:
+        pinned_hashes = {self.hash_of(s, p) for p in s.pinned}
+        unacked = set(self._unacked(s))
+        return (
+            s.settled
+            and all(d.hash in pinned_hashes for d in s.draining)
+            and all(self.hash_of(s, p) in pinned_hashes for p, _ in s.replay if p in unacked)
+        )
+
+    # ------------------------------------------------------------------ transition system
+
+    def initial(self) -> KSState:
+        return KSState(
+            messages=(),
+            consumers=(),
+            read_position=0,
+            mark_delete=-1,
+            acked=(),
+            replay=(),
+            draining=(),
+            scheduled_read=False,
+            skip_next_replay=False,
+            stuck_on_replays=False,
+            recently_joined=(),
+            last_sent=None,
+            sent=(),
+            normal_read=None,
+            replay_read=None,
+            min_replayed=None,
+            rewind=False,
+            nacked=(),
+            settled=False,
+            pinned=(),
+            broken=(),
+        )
+
+    def enabled(self, state: KSState) -> Sequence[Action]:
+        kinds = self.kinds
+        out: list[Action] = [Action.of("read")]  # always possible, so no state is a deadlock
+        if "run" in kinds:
+            out.append(Action.of("run"))
+        if state.scheduled_read and "fire" in kinds:
+            out.append(Action.of("fire"))
+        consumers = state.consumers
+        for c in consumers:
+            if "flow" in kinds:
+                out.extend(
+                    Action.of("flow", consumer=c.id, n=n) for n in self.flows if c.permits + n <= self.max_permits
+                )
+            if "ack" in kinds:
+                out.extend(Action.of("ack", consumer=c.id, position=p) for p in c.held if p not in state.pinned)
+        if "begin_read" in kinds:
+            if state.normal_read is None or state.replay_read is None:
+                out.append(Action.of("begin_read"))
+            out.extend(
+                Action.of("complete_read", kind=kind)
+                for kind, op in ((NORMAL, state.normal_read), (REPLAY, state.replay_read))
+                if op is not None
+            )
+        if not state.settled:
+            self._unsettled(state, out)
+        self._last_enabled = (state, frozenset(out))
+        return out
+
+    def _unsettled(self, state: KSState, out: list[Action]) -> None:
+        """The actions a settled run gives up: consumer changes, publishing, nacks, interleaved reads."""
+        kinds, consumers = self.kinds, state.consumers
+        if "add" in kinds and len(consumers) < self.max_consumers:
+            used = {c.id for c in consumers}
+            cid = next(i for i in itertools.count(1) if i not in used)
+            # Built directly: `name` cannot be a keyword of Action.of. The parameters are in sorted order.
+            connected = {c.name for c in consumers}
+            out.extend(
+                Action("add", (("consumer", cid), ("name", n), ("permits", p)))
+                for n in self.names
+                if self.same_name or n not in connected
+                for p in self.add_permits
+            )
+        if "remove" in kinds and (self.disconnect_during_replay_read or state.replay_read is None):
+            out.extend(Action.of("remove", consumer=c.id) for c in consumers)
+        if "publish" in kinds and len(state.messages) < self.max_messages:
+            out.extend(Action.of("publish", key=k) for k in self.keys)
+        for c in consumers:
+            if "redeliver" in kinds:
+                out.extend(Action.of("redeliver", consumer=c.id, position=p) for p in c.held)
+            if "redeliver_all" in kinds and c.held:
+                out.append(Action.of("redeliver_all", consumer=c.id))
+        if "interleaved_read" in kinds and consumers:
+            inner = [a for a in out if a.name in ("ack", "flow")]
+            out.extend(
+                Action.of("interleaved_read", stage=stage, index=i, inner=_inner(a))
+                for stage in STAGES
+                for i in range(1, self.interleave + 1)
+                for a in inner
+            )
+        if "settle" in kinds and consumers:  # fairness needs someone to deliver to
+            out.append(Action.of("settle", stubborn=0))
+            out.extend(Action.of("settle", stubborn=c.id) for c in consumers if c.held)
+
+    def step(self, state: KSState, action: Action) -> tuple[KSState, Observation]:
+        last, allowed = self._last_enabled
+        if last is not state:
+            allowed = frozenset(self.enabled(state))
+        if action not in allowed:
+            raise ActionNotEnabled(action, f"{len(state.consumers)} consumer(s), {len(state.messages)} message(s)")
+        d = _Dispatch(self, state)
+        name = action.name
+        observation: dict[str, Json] = {}
+        if name == "add":
+            name_param = action["name"]
+            assert isinstance(name_param, str)
+            d.add(_int(action, "consumer"), name_param, _int(action, "permits"))
+        elif name == "remove":
+            d.remove(_int(action, "consumer"))
+        elif name == "publish":
+            d.messages.append(self.keys.index(str(action["key"])))
+        elif name == "flow":
+            d.consumer(_int(action, "consumer")).permits += _int(action, "n")
+        elif name == "ack":
+            d.ack(_int(action, "consumer"), _int(action, "position"))
+        elif name == "redeliver":
+            d.redeliver(_int(action, "consumer"), [_int(action, "position")])
+        elif name == "redeliver_all":
+            d.redeliver(_int(action, "consumer"), None)
+        elif name == "read":
+            d.read_more()
+        elif name == "fire":
+            d.scheduled = False
+            d.read_more()
+        elif name == "run":
+            d.run()
+        elif name == "begin_read":
+            op = d.begin_read()
+            observation["read"] = [op[0], list(op[1])] if op is not None else ["None", []]
+        elif name == "complete_read":
+            d.complete_read(str(action["kind"]))
+        elif name == "interleaved_read":
+            inner = action["inner"]
+            assert isinstance(inner, tuple)
+            d.hook = (str(action["stage"]), _int(action, "index"), _outer(inner))
+            d.read_more()
+        else:  # settle
+            stubborn = _int(action, "stubborn")
+            d.settled = True
+            d.pinned = tuple(sorted(d.consumer(stubborn).held)) if stubborn else ()
+        observation["delivered"] = d.delivered
+        return d.freeze(), observation
+
+    def key(self, state: KSState) -> Hashable:
+        """The state up to symmetry: consumer ids are labels, so they are renumbered in join order; and
+        without `fire` or `run`, nothing reads `scheduled_read` (KS-I5a is already judged in `broken`)."""
+        if self._flag_unread and state.scheduled_read:
+            state = state._replace(scheduled_read=False)
+        ids = {c.id: slot for slot, c in enumerate(state.consumers, start=1)}
+        if all(cid == slot for cid, slot in ids.items()):
+            return state
+        return state._replace(
+            consumers=tuple(c._replace(id=ids[c.id]) for c in state.consumers),
+            draining=tuple(d._replace(owner=ids[d.owner]) for d in state.draining),
+            recently_joined=tuple((ids[cid], p) for cid, p in state.recently_joined),
+        )
+
+    def vars(self, state: KSState) -> dict[str, Json]:
+        ids = [c.id for c in state.consumers]
+        return {
+            "messages": [self.keys[k] for k in state.messages],
+            "consumers": [[c.id, c.name, c.name_index, c.permits] for c in state.consumers],
+            "pending": [[c.id, list(c.pending)] for c in state.consumers],
+            "held": [[c.id, list(c.held)] for c in state.consumers],
+            "ring": [[start, end, ids[slot]] for start, end, slot in self.ring(state.consumers).ranges],
+            "read_position": state.read_position,
+            "mark_delete": state.mark_delete,
+            "acked": list(state.acked),
+            "replay": [[p, h] for p, h in state.replay],
+            "draining": [[d.hash, d.owner, d.ref_count, d.blocked] for d in state.draining],
+            "recently_joined": [[cid, p] for cid, p in state.recently_joined],
+            "last_sent": [] if state.last_sent is None else [state.last_sent],
+            "sent": list(state.sent),
+            "scheduled_read": state.scheduled_read,
+            "skip_next_replay": state.skip_next_replay,
+            "stuck_on_replays": state.stuck_on_replays,
+            "reads_in_flight": [
+                [kind, list(positions)]
+                for kind, positions in ((NORMAL, state.normal_read), (REPLAY, state.replay_read))
+                if positions is not None
+            ],
+            "rewind_pending": state.rewind,
+            "nacked": list(state.nacked),
+            "settled": state.settled,
+            "pinned": list(state.pinned),
+        }
+
+
+def _inner(action: Action) -> tuple[Param, ...]:
+    """An ack or flow as an action parameter: (name, consumer, position or n)."""
+    return (action.name, action["consumer"], action["position"] if action.name == "ack" else action["n"])
+
+
+def _outer(inner: tuple[Param, ...]) -> Action:
+    name, consumer, value = inner
+    assert isinstance(name, str)
+    return Action.of(name, consumer=consumer, **({"position": value} if name == "ack" else {"n": value}))
+
+
+def _tuple(value: Param) -> tuple[Param, ...]:
+    if not isinstance(value, tuple):
+        raise ValueError(f"expected a list in the keyshared config, got {value!r}")
+    return value
+
+
+def _ints(config: Mapping[str, Param], key: str) -> tuple[int, ...]:
+    values = _tuple(config[key])
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise ValueError(f"keyshared config {key!r} must list integers, got {values!r}")
+    return tuple(v for v in values if isinstance(v, int))
+
+
+def _cfg_int(config: Mapping[str, Param], key: str) -> int:
+    value = config[key]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"keyshared config {key!r} must be an integer, got {value!r}")
+    return value
