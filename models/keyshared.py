@@ -80,12 +80,18 @@ DEFAULT_CONFIG: dict[str, Param] = {
     "look_ahead_per_subscription": 40000,
     # The kinds of steps the harness takes (read is always possible); begin_read brings complete_read.
     "actions": tuple(a for a in ACTION_NAMES if a != "complete_read"),
-    # A disconnect while a Replay read is in flight breaks KS-I4 in every variant (the #12885 retry
-    # only sees positions queued *below* the first queued one). §4.4/§4.6 allow it, so it is a
-    # spec/reference gap; it is off by default so the gate checks the rest, and the corpus keeps the
-    # counterexample (see tests/keyshared/test_keyshared_engines.py).
-    "disconnect_during_replay_read": False,
     "interleave": 2,  # interleaved_read runs its ack or flow at point 1..interleave of a pass (§4.6)
+    # Two spec gaps where pip379 breaks KS-I4 as written; the defaults are the spec, the gate's
+    # configurations (properties/keyshared.py) turn both off, and the corpus keeps both counterexamples.
+    # (A) §4.4 lets the harness run anything between begin_read and complete_read, and a disconnect
+    # while a Replay read is in flight queues the leaver's earlier messages *above* the first queued
+    # position, which the #12885 retry does not catch: the read delivers a later message first.
+    "disconnect_during_replay_read": True,
+    # (B) A negative ack queues its positions without a hash (upstream's TODO in
+    # redeliverUnacknowledgedMessages), so the replay filter lets such a p through while an earlier q
+    # of its hash stays queued (e.g. q released by the disconnect of the consumer that nacked p). The
+    # spec exempts only a q released by a negative ack; this also exempts a p released by one.
+    "exempt_nacked_p": False,
 }
 
 
@@ -796,7 +802,8 @@ class _Dispatch:
 
     def deliver(self, c: _Consumer, position: int, h: int) -> None:
         """The client receives `position`: KS-I4 against what it holds, then it holds it."""
-        for earlier in range(position):
+        exempt = self.model.exempt_nacked_p and position in self.nacked
+        for earlier in range(0 if exempt else position):
             if (
                 self.hash_of(earlier) == h
                 and not self.is_acked(earlier)
@@ -877,6 +884,7 @@ class KeySharedModel:
             raise ValueError(f"unknown keyshared action(s): {', '.join(sorted(self.kinds - set(ACTION_NAMES)))}")
         self._flag_unread = not self.kinds & {"fire", "run"}
         self.disconnect_during_replay_read = bool(cfg["disconnect_during_replay_read"])
+        self.exempt_nacked_p = bool(cfg["exempt_nacked_p"])
         self.interleave = _cfg_int(cfg, "interleave")
         self.key_hashes = tuple(sticky_hash(k, self.range_max) for k in self.keys)
         self._hashes = tuple(sorted(set(self.key_hashes)))
