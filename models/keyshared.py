@@ -83,9 +83,10 @@ DEFAULT_CONFIG: dict[str, Param] = {
     "interleave": 2,  # interleaved_read runs its ack or flow at point 1..interleave of a pass (§4.6)
     # Two spec gaps where pip379 breaks KS-I4 as written; the defaults are the spec, the gate's
     # configurations (properties/keyshared.py) turn both off, and the corpus keeps both counterexamples.
-    # (A) §4.4 lets the harness run anything between begin_read and complete_read, and a disconnect
-    # while a Replay read is in flight queues the leaver's earlier messages *above* the first queued
-    # position, which the #12885 retry does not catch: the read delivers a later message first.
+    # (A) §4.4 lets the harness run anything between begin_read and complete_read. A disconnect while a
+    # Replay read is in flight queues the leaver's messages, yet the read still delivers later messages
+    # of their hashes: the #12885 retry only compares the first queued position with the one seen when
+    # a read began, so a position queued above it passes, and a Normal read begun in the gap resets it.
     "disconnect_during_replay_read": True,
     # (B) A negative ack queues its positions without a hash (upstream's TODO in
     # redeliverUnacknowledgedMessages), so the replay filter lets such a p through while an earlier q
@@ -183,6 +184,8 @@ class IllegalStateError(RuntimeError):
 
 
 class _Consumer:
+    """One consumer of a thawed state, mutable for the length of a step."""
+
     __slots__ = ("held", "id", "name", "name_index", "pending", "permits")
 
     def __init__(self, c: Consumer) -> None:
@@ -223,6 +226,7 @@ class _Dispatch:
         self.released_blocked = False
 
     def freeze(self) -> KSState:
+        """The immutable state after the operation; KS-I5a is judged here, once the operation is over."""
         if self.released_blocked and not self.scheduled:
             self.broken.add("KS-I5a")
         in_flight = self.normal_read is not None or self.replay_read is not None
@@ -322,7 +326,7 @@ class _Dispatch:
                 if self.batch_level > 0:
                     self.unblocked_while_batching = True
                 else:
-                    self.scheduled = True  # the unblocking handler
+                    self.unblock()
 
     def should_block(self, c: _Consumer, h: int) -> bool:
         entry = self.tracker.get(h)
@@ -341,7 +345,11 @@ class _Dispatch:
         self.batch_level -= 1
         if self.batch_level == 0 and self.unblocked_while_batching:
             self.unblocked_while_batching = False
-            self.scheduled = True
+            self.unblock()
+
+    def unblock(self) -> None:
+        """The pip379 unblocking handler (given a hash or -1): it schedules a read."""
+        self.scheduled = True
 
     def remove_pending(self, c: _Consumer, positions: Sequence[int], batch: bool) -> None:
         """PendingAcksMap removals with the pip379 remove handler (one batch when `batch`)."""
@@ -856,7 +864,6 @@ class KeySharedModel:
     """The Key_Shared dispatcher of one variant, with the harness's client record; see the module doc."""
 
     mechanism = "keyshared"
-    action_names: Sequence[str] = ACTION_NAMES
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "pip379") -> None:
         if variant not in VARIANTS:
@@ -882,6 +889,11 @@ class KeySharedModel:
         self.kinds = frozenset(str(a) for a in _tuple(cfg["actions"]))
         if not self.kinds <= set(ACTION_NAMES):
             raise ValueError(f"unknown keyshared action(s): {', '.join(sorted(self.kinds - set(ACTION_NAMES)))}")
+        # The steps this configuration can take: read always, complete_read with begin_read.
+        self.action_names: Sequence[str] = tuple(
+            a for a in ACTION_NAMES
+            if a in self.kinds or a == "read" or (a == "complete_read" and "begin_read" in self.kinds)
+        )
         self._flag_unread = not self.kinds & {"fire", "run"}
         self.disconnect_during_replay_read = bool(cfg["disconnect_during_replay_read"])
         self.exempt_nacked_p = bool(cfg["exempt_nacked_p"])

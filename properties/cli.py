@@ -23,14 +23,14 @@ from hypothesis import seed as hypothesis_seed
 from models.core import Model, Param
 from properties import profiles, registry
 from properties.coverage import Coverage, from_exploration
-from properties.explorer import Exploration, explore
+from properties.explorer import Exploration, Finding, explore
 from properties.lockstep import DIVERGENCE, Lockstep
 from properties.registry import Mechanism
 from properties.stateful import FailedRun, build_state_machine, find_failure
 from traces.format import Trace, TraceError, load, save
 from traces.promote import promote
 from traces.protocol import describe
-from traces.replay import record, replay
+from traces.replay import STUCK_KINDS, record, replay
 from traces.report import render
 from traces.shrink import failure_oracle, shrink
 from traces.verify import PORT_PREFIX, PortSpec, record_on_port, run_actions, verify
@@ -77,16 +77,18 @@ def _model(mechanism: Mechanism, config: Any, variant: str) -> Model[Any]:
 
 def _save_finding(
     out: Path, mechanism: Mechanism, model: Model[Any], actions: Sequence[Any], engine: str, seed: int | None,
-    name: str | None = None,
+    finding: Finding | None = None,
 ) -> Path:
     """Record the run (in lockstep with the reference) and save it with its HTML report beside it.
 
-    `engine` and the finding name the file. A liveness or deadlock path breaks no invariant at its last
-    state, so `name` labels the file.
+    `engine` and the failure name the file. A liveness or deadlock `finding` breaks no invariant at its
+    last state, so the trace records it for replay to judge that state again.
     """
     implementation = mechanism.make_reference(model.config, model.variant) if mechanism.make_reference else None
-    trace = record(model, actions, engine=engine.split("[")[0], seed=seed, implementation=implementation)
-    names = "-".join(str(n) for n in trace.failure.get("names", [])) or name or "run"  # type: ignore[union-attr]
+    stuck = (finding.kind, finding.name) if finding is not None and finding.kind in STUCK_KINDS else None
+    trace = record(model, actions, engine=engine.split("[")[0], seed=seed, implementation=implementation,
+                   stuck=stuck)
+    names = "-".join(str(n) for n in trace.failure.get("names", [])) or "run"  # type: ignore[union-attr]
     label = engine.replace("[", "-").replace("]", "")
     path = save(trace, out / mechanism.name / f"{model.variant}-{label}-{names}.json")
     html = path.with_suffix(".html")
@@ -199,7 +201,7 @@ def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str
             finding = next(f for f in result.findings if expected is None or f.name == expected)
             model = _model(mechanism, config, variant)
             path = _save_finding(Path(args.out), mechanism, model, finding.path, f"explorer[{config_name}]", None,
-                                 finding.name)
+                                 finding)
             detail += f"; {finding.kind} {finding.name} in {len(finding.path)} steps ({finding.detail}): {path}"
             if code:
                 _progress(f"reproduce: brokerspec replay {path}")
@@ -307,7 +309,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     model = _model(mechanism, mechanism.explore_configs[args.config], variant)
     for finding in result.findings:
         path = _save_finding(
-            Path(args.out), mechanism, model, finding.path, f"explorer[{args.config}]", None, finding.name
+            Path(args.out), mechanism, model, finding.path, f"explorer[{args.config}]", None, finding
         )
         print(f"{finding.kind} {finding.name}: {len(finding.path)} steps -> {path}")
         print(f"  {finding.detail}")

@@ -134,7 +134,33 @@ def _md_cached(_: Mapping[str, Param], v: Vars) -> bool:
     return bool(v["cache"])
 
 
+# --- keyshared ---------------------------------------------------------------------------------------
+
+
+def _ks_blocked(_: Mapping[str, Param], v: Vars) -> bool:
+    """A draining hash held a dispatch back (the entry's blocked flag is its fourth field)."""
+    return any(_list(d)[3:4] == [True] for d in _list(v["draining"]))
+
+
+def _ks_same_name(_: Mapping[str, Param], v: Vars) -> bool:
+    names = [_list(c)[1] for c in _list(v["consumers"])]
+    return len(names) != len(set(names))
+
+
+def _ks_stubborn(_: Mapping[str, Param], v: Vars) -> bool:
+    """Settled with a consumer that never acks again while a hash drains towards it: the liveness case."""
+    return v["settled"] is True and bool(_list(v["pinned"])) and bool(_list(v["draining"]))
+
+
 INTERESTING: Mapping[str, tuple[Interesting, ...]] = {
+    "keyshared": (
+        Interesting("a hash is draining", lambda _, v: bool(_list(v["draining"]))),
+        Interesting("a draining hash blocked a dispatch", _ks_blocked),
+        Interesting("a message awaits replay", lambda _, v: bool(_list(v["replay"]))),
+        Interesting("a read is in flight", lambda _, v: bool(_list(v["reads_in_flight"]))),
+        Interesting("two consumers share a name", _ks_same_name),
+        Interesting("a stubborn consumer pins a draining hash", _ks_stubborn),
+    ),
     "topiclist": (
         Interesting("a request timed out", _tl_timed_out),
         Interesting("the queue is full", _tl_queue_full),

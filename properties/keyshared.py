@@ -246,7 +246,8 @@ _TWO: dict[str, Param] = {
 EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
     "small": {**_TWO, "actions": ("add", "remove", "publish", "flow", "ack", "redeliver", "redeliver_all", "read",
                                   "settle")},
-    "gap": {**_TWO, "actions": ("add", "remove", "publish", "flow", "ack", "read", "begin_read", "settle")},
+    "gap": {**_TWO, "actions": ("add", "remove", "publish", "flow", "ack", "read", "fire", "run", "begin_read",
+                                "settle")},
     "interleave": {**_TWO, "max_messages": 3, "add_permits": (1, 2), "max_permits": 2, "interleave": 2,
                    "actions": ("add", "remove", "publish", "ack", "read", "interleaved_read")},
 }
@@ -269,4 +270,5 @@ MECHANISM = Mechanism(
     explore_configs=EXPLORE_CONFIGS,
     hypothesis_configs=HYPOTHESIS_CONFIGS,
     proofs=keyshared_z3.proofs,
+    bench=keyshared_z3.bench,
 )

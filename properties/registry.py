@@ -15,7 +15,8 @@ from models.core import Model, Param
 from properties.bmc import ProofResult
 from properties.lockstep import ImplementationFactory
 
-_MODULES: tuple[str, ...] = ("properties.topiclist", "properties.delayed", "properties.metadata", "properties.pidquota")
+_MODULES: tuple[str, ...] = ("properties.topiclist", "properties.delayed", "properties.metadata", "properties.pidquota",
+                              "properties.keyshared")
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,44 @@ class ReplayResult:
         return self.step is None
 
 
+STUCK_KINDS = ("deadlock", "liveness")
+"""Findings judged on the last state of a trace rather than by an invariant at some step."""
+SEARCH_LIMIT = 200_000
+"""States searched from the last state of a liveness trace before the judgement is called inconclusive."""
+
+
+def stuck_detail(model: Model[Any], state: Any, kind: str, name: str) -> str | None:
+    """Why `state` is stuck as a `kind` finding called `name`, or None when it is not.
+
+    A deadlock has no enabled action (and is no accepted terminal state); a liveness failure reaches
+    no good state of the property `name` by any path, which a search from `state` decides.
+    """
+    if kind == "deadlock":
+        terminal_ok = getattr(model, "terminal_ok", None)
+        if model.enabled(state) or (terminal_ok is not None and terminal_ok(state)):
+            return None
+        return "no action is enabled"
+    prop = next((p for p in model.liveness if p.name == name), None)
+    if prop is None:
+        raise TraceError(f"{model.mechanism} has no liveness property {name!r} in this configuration")
+    seen = {model.key(state)}
+    frontier = [state]
+    while frontier:
+        if len(seen) > SEARCH_LIMIT:
+            raise TraceError(f"{name}: more than {SEARCH_LIMIT} states reachable from the last state; inconclusive")
+        nxt = []
+        for s in frontier:
+            if prop.good(s):
+                return None
+            for action in model.enabled(s):
+                successor, _ = model.step(s, action)
+                if (key := model.key(successor)) not in seen:
+                    seen.add(key)
+                    nxt.append(successor)
+        frontier = nxt
+    return f"none of the {len(seen)} states reachable from here is good: {prop.description}"
+
+
 def _init_step(outcome: StepOutcome) -> TraceStep:
     return TraceStep(Action(INIT), outcome.vars, outcome.observation, outcome.failures)
 
@@ -45,8 +83,13 @@ def record(
     seed: int | None = None,
     implementation: Implementation | None = None,
     stop_at_failure: bool = True,
+    stuck: tuple[str, str] | None = None,
 ) -> Trace:
-    """Execute `actions` (in lockstep with `implementation` if given) and keep every state."""
+    """Execute `actions` (in lockstep with `implementation` if given) and keep every state.
+
+    `stuck` = (kind, name) records a deadlock or liveness finding at the last state when no invariant
+    failed before it, so that replaying the trace judges that state again.
+    """
     lockstep = Lockstep(model, implementation)
     first = lockstep.initial_outcome()
     steps = [_init_step(first)]
@@ -60,6 +103,12 @@ def record(
         steps.append(TraceStep(action, outcome.vars, outcome.observation, outcome.failures))
         if outcome.failures and not failure:
             failure = {"step": index, "names": list(outcome.failures), "detail": outcome.detail}
+    if stuck is not None and not failure:
+        kind, name = stuck
+        detail = stuck_detail(model, lockstep.state, kind, name)
+        if detail is None:
+            raise ValueError(f"the last state of the run is not a {kind} ({name})")
+        failure = {"step": len(steps) - 1, "names": [name], "kind": kind, "detail": detail}
     return Trace(
         mechanism=model.mechanism,
         variant=model.variant,
@@ -125,6 +174,15 @@ def replay(
             return ReplayResult(len(trace.steps), index, (DIVERGENCE,), detail)
         if outcome.failures:
             return ReplayResult(len(trace.steps), index, outcome.failures, outcome.detail)
+    kind, names = trace.failure.get("kind"), trace.failure.get("names")
+    if kind in STUCK_KINDS and isinstance(names, list) and names:
+        try:
+            why = stuck_detail(model, lockstep.state, str(kind), str(names[0]))
+        except TraceError as exc:
+            raise TraceError(f"{source}: {exc}") from None
+        if why is not None:
+            last = len(trace.steps) - 1
+            return ReplayResult(len(trace.steps), last, (str(names[0]),), f"{kind}: {why}")
     return ReplayResult(len(trace.steps), None, ())
 
 

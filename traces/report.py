@@ -20,7 +20,7 @@ from typing import Any
 
 from models.core import ActionNotEnabled, Json
 from traces.format import Trace, TraceError
-from traces.replay import model_for
+from traces.replay import STUCK_KINDS, model_for
 
 GLOBAL = "global"
 _ID_FIELDS = ("name", "key", "id", "principal", "thread", "path")
@@ -29,6 +29,19 @@ _ID_FIELDS = ("name", "key", "id", "principal", "thread", "path")
 _TUPLE_ID: Mapping[tuple[str, str], int] = {("delayed", "buckets"): 1, ("delayed", "deliver_at"): 2}
 """Per-mechanism hints: list variables whose tuple elements are identified by their first n items
 (a delayed bucket by its start, a delayed message by ledger and entry) rather than by position."""
+
+_ACTOR_OF: Mapping[tuple[str, str], tuple[str, int]] = {
+    ("keyshared", "consumers"): ("consumer", 0),
+    ("keyshared", "pending"): ("consumer", 0),
+    ("keyshared", "held"): ("consumer", 0),
+    ("keyshared", "recently_joined"): ("consumer", 0),
+    ("keyshared", "ring"): ("consumer", 2),
+    ("keyshared", "draining"): ("hash", 0),
+    ("keyshared", "replay"): ("hash", 1),
+}
+"""Per-mechanism hints: list variables whose tuple elements belong to an actor named by one of their
+items, so one lane gathers all of it (a Key_Shared consumer's permits, pending acks and ring ranges;
+a sticky hash's draining entry and queued replays) instead of one lane per variable."""
 
 _LANE_H, _LABEL_W, _STEP_W, _HEAD_H = 26, 230, 170, 54
 _CELL_CHARS = 23
@@ -77,6 +90,17 @@ def _element_id(mechanism: str, var: str, index: int, element: Json) -> str:
     return str(index)
 
 
+def _gather(lanes: dict[str, Json], name: str, items: Sequence[Json], actor: str, field: int) -> None:
+    """Append each tuple of `items` to the lane of the actor its `field` names, under `name`."""
+    for item in items:
+        ident = item[field] if isinstance(item, list | tuple) and len(item) > field else "?"
+        gathered = lanes.setdefault(f"{actor}[{ident}]", {})
+        if isinstance(gathered, dict):
+            listed = gathered.setdefault(name, [])
+            if isinstance(listed, list):
+                listed.append(item)
+
+
 def actors_of(trace: Trace, state: Mapping[str, Json], actor_vars: set[str]) -> dict[str, Json]:
     """The state split into lanes: `var[id]` for each actor, `global` for the scalar variables."""
     lanes: dict[str, Json] = {}
@@ -88,6 +112,8 @@ def actors_of(trace: Trace, state: Mapping[str, Json], actor_vars: set[str]) -> 
         elif isinstance(value, dict):
             for key, item in value.items():
                 lanes[f"{name}[{key}]"] = item
+        elif (trace.mechanism, name) in _ACTOR_OF and isinstance(value, list | tuple):
+            _gather(lanes, name, value, *_ACTOR_OF[trace.mechanism, name])
         elif isinstance(value, list | tuple):
             for index, item in enumerate(value):
                 lane = f"{name}[{_element_id(trace.mechanism, name, index, item)}]"
@@ -147,7 +173,24 @@ def changes(trace: Trace) -> list[list[Change]]:
 
 
 def _failing_step(trace: Trace) -> int | None:
-    return next((i for i, s in enumerate(trace.steps) if s.violations), None)
+    """The first step with a violation, else the last state of a liveness or deadlock trace."""
+    step = next((i for i, s in enumerate(trace.steps) if s.violations), None)
+    recorded = trace.failure.get("step")
+    if step is None and trace.failure.get("kind") in STUCK_KINDS and isinstance(recorded, int):
+        return recorded
+    return step
+
+
+def _failed(trace: Trace, failing: int) -> list[tuple[str, str]]:
+    """(heading, explanation) per failed property at the failing step."""
+    violations = trace.steps[failing].violations
+    if violations:
+        explained = _explanations(trace, failing)
+        return [(f"{name} violated at step {failing}", explained.get(name, "")) for name in violations]
+    names = trace.failure.get("names")
+    kind, detail = trace.failure.get("kind"), str(trace.failure.get("detail", ""))
+    return [(f"{name} ({kind}) fails from step {failing} on", detail) for name in names or []] if isinstance(
+        names, list) else []
 
 
 def _explanations(trace: Trace, step: int) -> dict[str, str]:
@@ -253,11 +296,8 @@ def _failure_box(trace: Trace, failing: int | None, diffs: Sequence[Sequence[Cha
     if failing is None:
         return '<div class="ok">No invariant is violated in this trace.</div>'
     step = trace.steps[failing]
-    explained = _explanations(trace, failing)
-    items = []
-    for name in step.violations:
-        why = explained.get(name, "")
-        items.append(f"<h2>{escape(name)} violated at step {failing}</h2>" + (f"<p>{escape(why)}</p>" if why else ""))
+    items = [f"<h2>{escape(heading)}</h2>" + (f"<p>{escape(why)}</p>" if why else "")
+             for heading, why in _failed(trace, failing)]
     action, params = _action_label(trace, failing)
     values = "".join(f"<li><code>{escape(c.lane)} {escape(_change_text(c))}</code></li>" for c in diffs[failing])
     state = actors_of(trace, step.vars, _actor_vars(trace))
@@ -276,9 +316,10 @@ def _steps_table(trace: Trace, diffs: Sequence[Sequence[Change]], failing: int |
         action, params = _action_label(trace, index)
         changed = "<br>".join(f"<code>{escape(c.lane)} {escape(_change_text(c))}</code>" for c in diffs[index])
         cls = ' class="failing"' if index == failing else ""
+        violated = step.violations or ((h for h, _ in _failed(trace, index)) if index == failing else ())
         rows.append(
             f"<tr{cls}><td>{index}</td><td><code>{escape(action)}</code></td><td><code>{escape(params)}</code></td>"
-            f"<td>{changed}</td><td>{escape(', '.join(step.violations))}</td></tr>"
+            f"<td>{changed}</td><td>{escape(', '.join(violated))}</td></tr>"
         )
     head = "<tr><th>step</th><th>action</th><th>parameters</th><th>changed fields</th><th>violated</th></tr>"
     return f"<table>{head}{''.join(rows)}</table>"

@@ -152,3 +152,30 @@ def test_shrink_merges_adjacent_steps_of_one_kind() -> None:
     fails = failure_oracle(make, "C-I1")
     run = [Action.of("add", n=1), Action.of("add", n=1), Action.of("add", n=2)]
     assert shrink(run, fails) == (Action.of("add", n=2), Action.of("add", n=2))
+
+
+# --- liveness and deadlock findings: replay judges the last state again ------------------------------
+
+STUCK_RUN = [Action.of("inc"), Action.of("lock")]  # locked above 0: `stuck` can never return to 0
+DEADLOCK_RUN = [Action.of("lock"), Action.of("add", n=2), Action.of("inc")]  # locked at the limit
+
+
+@pytest.mark.usefixtures("tiny_registered")
+@pytest.mark.parametrize(("kind", "name", "run"), [("liveness", "C-L1", STUCK_RUN), ("deadlock", "deadlock",
+                                                                                      DEADLOCK_RUN)])
+def test_a_stuck_trace_replays_to_its_finding_and_passes_where_the_state_is_not_stuck(
+    tmp_path: Path, kind: str, name: str, run: list[Action]
+) -> None:
+    trace = record(CounterModel({"limit": 3}, "stuck"), run, engine="explorer", stuck=(kind, name))
+    assert trace.failure["kind"] == kind and trace.failure["step"] == len(run)
+    path = tf.save(trace, tmp_path / "stuck.json")
+    result = replay(tf.load(path), str(path))
+    assert (result.step, result.failures) == (len(run), (name,))
+    assert reproduction_problems(path, current="fixed") == []
+    # the twin: on `fixed` the same last state can reset, so the replay judges it not stuck
+    assert replay(tf.load(path), str(path), variant="fixed", check_vars=False).ok
+
+
+def test_recording_a_state_that_is_not_stuck_as_stuck_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a liveness"):
+        record(CounterModel({"limit": 3}, "fixed"), STUCK_RUN, engine="explorer", stuck=("liveness", "C-L1"))

@@ -38,8 +38,12 @@ class CounterModel:
         limit = self.config["limit"]
         assert isinstance(limit, int)
         self.limit = limit
-        self.invariants = [Invariant[Counter]("C-I1", lambda s: s.x <= self.limit, "x never exceeds the limit")]
-        self.liveness = [Liveness[Counter]("C-L1", lambda s: s.x == 0, "the counter can always return to 0")]
+        self.invariants: Sequence[Invariant[Counter]] = [
+            Invariant[Counter]("C-I1", lambda s: s.x <= self.limit, "x never exceeds the limit")
+        ]
+        self.liveness: Sequence[Liveness[Counter]] = [
+            Liveness[Counter]("C-L1", lambda s: s.x == 0, "the counter can always return to 0")
+        ]
 
     def initial(self) -> Counter:
         return Counter(0, False)
