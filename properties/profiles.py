@@ -33,8 +33,8 @@ settings.register_profile(
 )
 settings.register_profile(
     "nightly",
-    max_examples=5_000,
-    stateful_step_count=200,
+    max_examples=10_000,
+    stateful_step_count=100,
     deadline=None,
     suppress_health_check=_SLOW_OK,
     phases=list(Phase),
