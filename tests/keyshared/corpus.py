@@ -15,19 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from hypothesis import Phase, settings
 
 from models.core import Action, Param
-from models.keyshared import ACTION_NAMES, KeySharedModel
 from properties.explorer import explore
-from properties.keyshared import EXPLORE_CONFIGS, GATE, HYPOTHESIS_CONFIGS, KeySharedReference
-from properties.lockstep import Lockstep
-from properties.stateful import FailedRun, build_state_machine, find_failure
+from properties.keyshared import EXPLORE_CONFIGS, GATE, HYPOTHESIS_CONFIGS, MECHANISM
+from properties.stateful import FailedRun
+from traces import counterexamples
 from traces.format import Trace, save
-from traces.replay import record
-from traces.shrink import failure_oracle, shrink
 
 CORPUS = Path(__file__).resolve().parents[2] / "traces" / "corpus" / "keyshared"
 TWINS = ("classic", "pip282")
@@ -103,73 +99,44 @@ FLOWS: dict[str, tuple[str, tuple[Action, ...]]] = {
 }
 
 
-def _lockstep(config: Mapping[str, Param], variant: str) -> Lockstep[Any]:
-    return Lockstep(KeySharedModel(config, variant), KeySharedReference(config, variant))
-
-
 def shrunk(config: Mapping[str, Param], variant: str, actions: Sequence[Action], target: str) -> tuple[Action, ...]:
-    """`actions` shrunk by `traces.shrink` while model and reference still break `target`."""
-    return shrink(actions, failure_oracle(lambda: _lockstep(config, variant), target))
-
-
-def _recorded(config: Mapping[str, Param], variant: str, actions: Sequence[Action], engine: str) -> Trace:
-    model = KeySharedModel(config, variant)
-    return record(model, actions, engine=engine, implementation=KeySharedReference(config, variant))
+    return counterexamples.shrunk(MECHANISM, config, variant, actions, target)
 
 
 def explorer_path(config: Mapping[str, Param], variant: str, target: str) -> tuple[Action, ...]:
-    """The explorer's shortest path to `target` (breadth-first, stopping at the first violation)."""
-    found = explore(KeySharedModel(config, variant), stop_on_violation=True, check_liveness=False)
-    return next(f.path for f in found.findings if f.name == target)
+    return counterexamples.explorer_path(MECHANISM, config, variant, target)
 
 
 def explorer_trace(variant: str) -> Trace:
     """The twin's shortest KS-I1 counterexample on the `small` configuration, shrunk."""
-    config = EXPLORE_CONFIGS["small"]
-    return _recorded(config, variant, shrunk(config, variant, explorer_path(config, variant, TARGET), TARGET),
-                     "explorer")
+    return counterexamples.explorer_trace(MECHANISM, EXPLORE_CONFIGS["small"], variant, TARGET)
 
 
 def stuck_trace(variant: str) -> Trace:
     """The #21199 stuck subscription (KS-I5b) at the explorer's shallowest stuck state on `small`."""
     config = EXPLORE_CONFIGS["small"]
-    found = explore(KeySharedModel(config, variant))
+    found = explore(MECHANISM.make_model(config, variant))
     finding = next(f for f in found.findings if f.name == STUCK)
-    model = KeySharedModel(config, variant)
-    return record(model, finding.path, engine="explorer", implementation=KeySharedReference(config, variant),
-                  stuck=(finding.kind, finding.name))
+    return counterexamples.recorded(MECHANISM, config, variant, finding.path, "explorer", (finding.kind, finding.name))
 
 
 def gap_trace(config: Mapping[str, Param]) -> Trace:
     """pip379's shortest KS-I4 counterexample with one of the spec gaps put back in."""
-    path = explorer_path(config, "pip379", "KS-I4")
-    return _recorded(config, "pip379", shrunk(config, "pip379", path, "KS-I4"), "explorer")
+    return counterexamples.explorer_trace(MECHANISM, config, "pip379", "KS-I4")
 
 
 def hypothesis_run(variant: str, search: settings = SEARCH) -> FailedRun:
     """The Hypothesis lockstep machine's failing run on the `hot` configuration."""
-    config = HYPOTHESIS_CONFIGS["hot"]
-    runs: list[FailedRun] = []
-    machine = build_state_machine(
-        lambda: KeySharedModel(config, variant),
-        ACTION_NAMES,
-        lambda: KeySharedReference(config, variant),
-        on_failure=runs.append,
-    )
-    if find_failure(machine, search) is None or not runs:
-        raise AssertionError(f"Hypothesis did not catch {variant}")
-    return runs[-1]
+    return counterexamples.hypothesis_run(MECHANISM, HYPOTHESIS_CONFIGS["hot"], variant, search)
 
 
 def hypothesis_trace(variant: str, search: settings = SEARCH) -> Trace:
-    config = HYPOTHESIS_CONFIGS["hot"]
-    return _recorded(config, variant, shrunk(config, variant, hypothesis_run(variant, search).actions, TARGET),
-                     "hypothesis")
+    return counterexamples.hypothesis_trace(MECHANISM, HYPOTHESIS_CONFIGS["hot"], variant, TARGET, search)
 
 
 def flow_trace(name: str) -> Trace:
     variant, actions = FLOWS[name]
-    return _recorded(SPEC_FLOWS, variant, actions, "spec")
+    return counterexamples.recorded(MECHANISM, SPEC_FLOWS, variant, actions, "spec")
 
 
 GAPS = {"pip379-gap-a-KS-I4.json": GAP_A, "pip379-gap-b-KS-I4.json": GAP_B}

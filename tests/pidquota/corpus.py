@@ -13,63 +13,35 @@ from pathlib import Path
 from hypothesis import settings
 
 from models.core import Action, Param
-from models.pidquota import ACTION_NAMES, EXPLORE_CONFIG, HYPOTHESIS_CONFIG, PidQuotaModel
-from properties.explorer import explore
-from properties.lockstep import Lockstep
-from properties.pidquota import MECHANISM, PidQuotaReference
-from properties.stateful import FailedRun, build_state_machine, find_failure
+from models.pidquota import EXPLORE_CONFIG, HYPOTHESIS_CONFIG
+from properties.pidquota import MECHANISM
+from properties.stateful import FailedRun
+from traces import counterexamples
 from traces.format import Trace, save
-from traces.replay import record
-from traces.shrink import failure_oracle, shrink
 
 CORPUS = Path(__file__).resolve().parents[2] / "traces" / "corpus" / "pidquota"
 TWIN = "no_readd"
 TARGET = MECHANISM.twins[TWIN]
 EXPLORER_TRACE = CORPUS / f"{TWIN}-explorer-{TARGET}.json"
 HYPOTHESIS_TRACE = CORPUS / f"{TWIN}-hypothesis-{TARGET}.json"
-SEARCH = settings(max_examples=200, stateful_step_count=40, derandomize=True, database=None, deadline=None)
 
 
 def shrunk(config: Mapping[str, Param], actions: Sequence[Action]) -> tuple[Action, ...]:
-    """`actions` shrunk by `traces.shrink` while model and reference still break the target invariant."""
-
-    def make() -> Lockstep[object]:
-        return Lockstep(PidQuotaModel(config, TWIN), PidQuotaReference(config, TWIN))  # type: ignore[arg-type]
-
-    return shrink(actions, failure_oracle(make, TARGET))
-
-
-def _recorded(config: Mapping[str, Param], actions: Sequence[Action], engine: str) -> Trace:
-    return record(PidQuotaModel(config, TWIN), actions, engine=engine, implementation=PidQuotaReference(config, TWIN))
+    return counterexamples.shrunk(MECHANISM, config, TWIN, actions, TARGET)
 
 
 def explorer_trace() -> Trace:
     """The explorer's shortest counterexample on the small configuration."""
-    found = explore(PidQuotaModel(EXPLORE_CONFIG, TWIN), stop_on_violation=True, check_liveness=False)
-    finding = next(f for f in found.findings if f.name == TARGET)
-    return _recorded(EXPLORE_CONFIG, shrunk(EXPLORE_CONFIG, finding.path), "explorer")
+    return counterexamples.explorer_trace(MECHANISM, EXPLORE_CONFIG, TWIN, TARGET)
 
 
-def hypothesis_run(search: settings = SEARCH) -> FailedRun:
-    """The Hypothesis lockstep machine's (shrunk) failing run on the Hypothesis configuration."""
-    runs: list[FailedRun] = []
-    machine = build_state_machine(
-        lambda: PidQuotaModel(HYPOTHESIS_CONFIG, TWIN),
-        ACTION_NAMES,
-        lambda: PidQuotaReference(HYPOTHESIS_CONFIG, TWIN),
-        on_failure=runs.append,
-    )
-    if find_failure(machine, search) is None or not runs:
-        raise AssertionError(f"Hypothesis did not catch {TWIN}")
-    return runs[-1]
-
-
-def hypothesis_trace() -> Trace:
-    return _recorded(HYPOTHESIS_CONFIG, shrunk(HYPOTHESIS_CONFIG, hypothesis_run().actions), "hypothesis")
+def hypothesis_run(search: settings = counterexamples.SEARCH) -> FailedRun:
+    return counterexamples.hypothesis_run(MECHANISM, HYPOTHESIS_CONFIG, TWIN, search)
 
 
 def main() -> None:
-    for path, trace in ((EXPLORER_TRACE, explorer_trace()), (HYPOTHESIS_TRACE, hypothesis_trace())):
+    hypothesis = counterexamples.hypothesis_trace(MECHANISM, HYPOTHESIS_CONFIG, TWIN, TARGET)
+    for path, trace in ((EXPLORER_TRACE, explorer_trace()), (HYPOTHESIS_TRACE, hypothesis)):
         save(trace, path)
         print(f"{path}: {len(trace.actions)} actions, {trace.failure}")
 
