@@ -20,9 +20,9 @@ from typing import Any, NoReturn
 
 from hypothesis import seed as hypothesis_seed
 
-from models.core import Model, Param
+from models.core import Action, Model, Param
 from properties import profiles, registry
-from properties.coverage import Coverage, from_exploration
+from properties.coverage import Coverage, Recorder, from_exploration
 from properties.explorer import Exploration, Finding, explore
 from properties.lockstep import DIVERGENCE, Lockstep
 from properties.registry import Mechanism
@@ -108,19 +108,31 @@ def run_explorer(mechanism: Mechanism, variant: str, config_name: str, max_state
 
 
 def run_stateful(
-    mechanism: Mechanism, variant: str, config: Mapping[str, Param], seed: int, budget_s: float, profile: str
+    mechanism: Mechanism, variant: str, config: Mapping[str, Param], seed: int, budget_s: float, profile: str,
+    coverage: Coverage | None = None,
 ) -> tuple[FailedRun | None, int, int, float]:
-    """Hypothesis lockstep batches (seed, seed+1, ...) until a failure or the budget; (run, batches, steps, s)."""
+    """Hypothesis lockstep batches (seed, seed+1, ...) until a failure or the budget; (run, batches, steps, s).
+
+    With `coverage`, the runs also record the actions they took and the interesting states they
+    reached into it (off by default: the bench measures steps/s without that overhead).
+    """
     settings = profiles.use(profile)
     found: list[FailedRun] = []
     steps = [0]
+    recorder = Recorder(coverage, config) if coverage is not None else None
 
-    def count(_: Any) -> None:
+    def count(action: Action) -> None:
         steps[0] += 1
+        if recorder is not None:
+            recorder.step(action)
+
+    def make_model() -> Model[Any]:
+        model = mechanism.make_model(config, variant)
+        return recorder.wrap(model) if recorder is not None else model
 
     make_reference = mechanism.make_reference
     machine = build_state_machine(
-        lambda: mechanism.make_model(config, variant),
+        make_model,
         mechanism.make_model(config, variant).action_names,
         (lambda: make_reference(config, variant)) if make_reference is not None else None,
         on_failure=found.append,
@@ -128,14 +140,15 @@ def run_stateful(
     )
     started = time.perf_counter()
     batches = 0
-    while True:
+    run: FailedRun | None = None
+    while run is None and (batches == 0 or time.perf_counter() - started < budget_s):
         error = find_failure(hypothesis_seed(seed + batches)(machine), settings)
         batches += 1
         if error is not None:
             run = found[-1] if found else FailedRun((), ("exception",), f"{type(error).__name__}: {error}")
-            return run, batches, steps[0], time.perf_counter() - started
-        if time.perf_counter() - started >= budget_s:
-            return None, batches, steps[0], time.perf_counter() - started
+    if recorder is not None:
+        recorder.flush()
+    return run, batches, steps[0], time.perf_counter() - started
 
 
 def _shrunk(mechanism: Mechanism, model: Model[Any], actions: Sequence[Any], target: str) -> tuple[Any, ...]:
@@ -153,7 +166,8 @@ class _Report:
     rows: list[list[str]] = field(default_factory=list)
     codes: list[int] = field(default_factory=list)
     worst: int = PASS
-    coverage: dict[str, Coverage] = field(default_factory=dict)
+    coverage: dict[str, dict[str, Coverage]] = field(default_factory=dict)
+    """By engine, then mechanism."""
 
     def add(self, row: list[str], code: int) -> None:
         self.rows.append(row)
@@ -176,12 +190,13 @@ class _Report:
         except OSError as exc:
             raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 
-    def cover(self, coverage: Coverage) -> None:
-        """Merge one run's coverage into its mechanism's (current variant only: twins reach other states)."""
-        if coverage.mechanism in self.coverage:
-            self.coverage[coverage.mechanism].merge(coverage)
+    def cover(self, engine: str, coverage: Coverage) -> None:
+        """Merge one run's coverage into its engine's for its mechanism (current variant only: twins reach others)."""
+        by_mechanism = self.coverage.setdefault(engine, {})
+        if coverage.mechanism in by_mechanism:
+            by_mechanism[coverage.mechanism].merge(coverage)
         else:
-            self.coverage[coverage.mechanism] = coverage
+            by_mechanism[coverage.mechanism] = coverage
 
 
 def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report) -> bool:
@@ -190,7 +205,7 @@ def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str
     for config_name, config in mechanism.explore_configs.items():
         result = run_explorer(mechanism, variant, config_name, args.max_states)
         if variant == mechanism.current:
-            report.cover(from_exploration(_model(mechanism, config, variant), result))
+            report.cover("explorer", from_exploration(_model(mechanism, config, variant), result))
         names = [f.name for f in result.findings]
         detail = f"{len(result.states)} states, {result.transitions} transitions, depth {result.max_depth}"
         if not result.complete:
@@ -214,7 +229,13 @@ def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: s
     expected = mechanism.twins.get(variant)
     for config_name, config in mechanism.hypothesis_configs.items():
         _progress(f"  hypothesis {mechanism.name}/{variant}/{config_name}: up to {args.budget:g}s, {args.profile}")
-        run, batches, steps, elapsed = run_stateful(mechanism, variant, config, args.seed, args.budget, args.profile)
+        coverage = None
+        if variant == mechanism.current:
+            coverage = Coverage(mechanism.name, variant, tuple(_model(mechanism, config, variant).action_names))
+        run, batches, steps, elapsed = run_stateful(mechanism, variant, config, args.seed, args.budget, args.profile,
+                                                    coverage)
+        if coverage is not None:
+            report.cover("hypothesis", coverage)
         names = list(run.failures) if run else []
         verdict, code = _verdict(names, expected)
         detail = f"{steps} steps in {batches} batch(es) from seed {args.seed}"
@@ -259,9 +280,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(_table(report.rows, ["mechanism", "engine", "variant/invariant", "verdict", "detail", "time"]))
     if args.junit:
         report.junit(Path(args.junit))
-    if report.coverage:
-        print("\ncoverage (explorer, current variant):")
-        for name, coverage in report.coverage.items():
+    for engine, by_mechanism in report.coverage.items():
+        print(f"\ncoverage ({engine}, current variant):")
+        for name, coverage in by_mechanism.items():
             print(f"  {name}: {coverage.summary()}")
     print(f"\nbrokerspec check: {'PASS' if report.worst == PASS else 'FAIL'}")
     return report.worst
@@ -380,9 +401,21 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from properties.bench import bench
+    from properties.bench import INDEX, bench, write_report
 
-    results = [bench(m, seconds=args.seconds, seed=args.seed) for m in _mechanisms(args.mechanism)]
+    folder = Path(args.out)
+    mechanisms = _mechanisms(args.mechanism)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)  # fail before measuring, not after
+    except OSError as exc:
+        raise UsageError(f"{folder}: cannot write: {exc.strerror}") from None
+    results = []
+    for mechanism in mechanisms:
+        _progress(f"  bench {mechanism.name}")
+        results.append(bench(mechanism, seconds=args.seconds, seed=args.seed, folder=folder))
+        page = write_report(folder, mechanism, results[-1])
+        _progress(f"wrote {page}")
+    _progress(f"bench pages: {folder / INDEX}")
     if args.json:
         print(json.dumps(results, indent=1))
     else:
@@ -641,7 +674,9 @@ def _parser() -> argparse.ArgumentParser:
     bench_p = sub.add_parser("bench", help="explorer states/s, stateful steps/s, time to find known bugs")
     common(bench_p)
     bench_p.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
-    bench_p.add_argument("--json", action="store_true")
+    bench_p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+    bench_p.add_argument("--out", default="brokerspec-out/bench",
+                         help="folder for the Markdown pages and PNG plots (default brokerspec-out/bench)")
     bench_p.set_defaults(run=cmd_bench)
     return parser
 

@@ -280,6 +280,31 @@ class _Observed:
         return projected
 
 
+class Recorder:
+    """Feeds `coverage` from Hypothesis runs as they go, so a check's own runs report what they reached.
+
+    `wrap` each model the machine builds (its projected states are kept) and pass `step` as the
+    machine's `on_step`; `flush` after the last run. States are observed in chunks: a long run must
+    not hold every state.
+    """
+
+    def __init__(self, coverage: Coverage, config: Mapping[str, Param]) -> None:
+        self.coverage, self.config = coverage, config
+        self.seen: list[Vars] = []
+
+    def wrap(self, model: Model[Any]) -> Model[Any]:
+        return _Observed(model, self.seen)
+
+    def step(self, action: Action) -> None:
+        self.coverage.actions[action.name] = self.coverage.actions.get(action.name, 0) + 1
+        if len(self.seen) > 10_000:
+            self.flush()
+
+    def flush(self) -> None:
+        self.coverage.observe(self.config, self.seen)
+        self.seen.clear()
+
+
 def from_hypothesis(
     mechanism: Mechanism,
     variant: str,
@@ -295,18 +320,11 @@ def from_hypothesis(
     model = mechanism.make_model(config, variant)
     names = tuple(model.action_names if action_names is None else action_names)
     coverage = Coverage(mechanism.name, variant, tuple(model.action_names))
-    seen: list[Vars] = []
-
-    def count(action: Action) -> None:
-        coverage.actions[action.name] = coverage.actions.get(action.name, 0) + 1
-        if len(seen) > 10_000:  # observe in chunks: a long run must not hold every state
-            coverage.observe(config, seen)
-            seen.clear()
-
-    machine = build_state_machine(lambda: _Observed(mechanism.make_model(config, variant), seen), names, None,
-                                  on_step=count)
+    recorder = Recorder(coverage, config)
+    machine = build_state_machine(lambda: recorder.wrap(mechanism.make_model(config, variant)), names, None,
+                                  on_step=recorder.step)
     error = find_failure(hypothesis_seed(seed)(machine), settings)
     if error is not None:
         raise AssertionError(f"{mechanism.name}/{variant} failed while measuring coverage: {error}")
-    coverage.observe(config, seen)
+    recorder.flush()
     return coverage

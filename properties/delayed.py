@@ -23,6 +23,7 @@ from typing import cast
 from models.core import Action, Json, Observation, Param
 from models.delayed import EXPLORE_CONFIG, HYPOTHESIS_CONFIG, DelayedModel
 from properties import delayed_z3
+from properties.bench import OUT
 from properties.registry import Mechanism
 from reference_impl.delayed import (
     DispatcherModel,
@@ -241,8 +242,11 @@ def _measure(xy: tuple[int, int, int]) -> MemoryResult:
     return measure_memory(x, y, n)
 
 
-def bench(out: Path = Path("brokerspec-out")) -> dict[str, object]:
-    """The seed's memory experiment (§8) at N = 10^7, and the per-message plot; a few processes in parallel."""
+def bench(folder: Path = OUT) -> dict[str, object]:
+    """The seed's memory experiment (§8) at N = 10^7, and the per-message plot in the bench's `folder`.
+
+    The measurements run in a few processes in parallel.
+    """
     started = time.perf_counter()
     jobs = [(x, y, SEED_N) for x, y in SEED_CONFIGS] + [(x, y, PLOT_N) for x in PLOT_XS for y in PLOT_YS]
     # spawn, not fork: the caller (brokerspec bench) may already run threads (Z3, Hypothesis).
@@ -275,7 +279,7 @@ def bench(out: Path = Path("brokerspec-out")) -> dict[str, object]:
     row["memory_matches_spec"] = not problems
     if problems:
         row["memory_mismatches"] = "; ".join(problems)
-    row["memory_plot"] = str(plot_memory(sweep, seed, out / "delayed" / "memory_per_message.png"))
+    row["memory_plot"] = str(plot_memory(sweep, seed, folder / "delayed-memory-per-message.png"))
     row["memory_bench_s"] = round(time.perf_counter() - started, 1)
     return row
 

@@ -20,6 +20,7 @@ import functools
 import itertools
 import weakref
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -305,7 +306,7 @@ def _load(
         }
 
 
-def bench() -> dict[str, object]:
+def bench(_folder: Path) -> dict[str, object]:
     """§4.5/§6: queue waits (virtual ms) of the same load through legacy and pip453, and §6c's flush burst.
 
     `canonical` is §6a (ten cold cache loads at t=0, a put at t=6, serde 2 ms); `burst` is 100 cold

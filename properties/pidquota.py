@@ -21,6 +21,7 @@ import random
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import cast
 
 from models.core import Action, Json, Observation, Param
@@ -236,7 +237,7 @@ def track_throughput(principals: int = 10, windows: float = 1.5) -> dict[str, ob
     }
 
 
-def bench() -> dict[str, object]:
+def bench(_folder: Path) -> dict[str, object]:
     """`track` throughput, memory per principal against an exact set, false-positive rates against p."""
     throughput = track_throughput()
     depth = throughput["cache_mean_depth"]

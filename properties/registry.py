@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from models.core import Model, Param
@@ -28,7 +29,8 @@ class Mechanism:
     pass on `current`; a twin must be caught by at least one configuration of each engine (its bug
     may be out of reach of some, e.g. a flow bug in a semaphore-only configuration). `proofs(depth)` returns
     Z3 verdicts, each with whether it must hold (False for a mutant twin that must fail).
-    `bench` adds the mechanism's own measurements (e.g. a memory experiment) to `brokerspec bench`.
+    `bench` adds the mechanism's own measurements (e.g. a memory experiment) to `brokerspec bench`; it
+    gets the bench's output folder, for the plots it draws.
     """
 
     name: str
@@ -40,7 +42,7 @@ class Mechanism:
     explore_configs: Mapping[str, Mapping[str, Param]]
     hypothesis_configs: Mapping[str, Mapping[str, Param]]
     proofs: Callable[[int], list[tuple[ProofResult, bool]]] | None = None
-    bench: Callable[[], dict[str, object]] | None = None
+    bench: Callable[[Path], dict[str, object]] | None = None
 
     @property
     def variants(self) -> tuple[str, ...]:

@@ -13,18 +13,21 @@ from pathlib import Path
 from models.metadata import EXPLORE_CONFIG, HYPOTHESIS_CONFIG
 from properties.metadata import MECHANISM
 from traces import counterexamples
-from traces.format import save
+from traces.format import Trace, save
 
 CORPUS = Path(__file__).resolve().parents[2] / "traces" / "corpus" / "metadata"
 TARGET = "MD-I5"
 
 
+def explorer_trace(variant: str) -> Trace:
+    """The explorer's shortest deadlock on the small configuration, shrunk and recorded."""
+    return counterexamples.explorer_trace(MECHANISM, EXPLORE_CONFIG, variant, TARGET, "explorer+shrink")
+
+
 def main() -> None:
     for name, trace in (
-        ("legacy-explorer-MD-I5",
-         counterexamples.explorer_trace(MECHANISM, EXPLORE_CONFIG, "legacy", TARGET, "explorer+shrink")),
-        ("blocking_callback-explorer-MD-I5",
-         counterexamples.explorer_trace(MECHANISM, EXPLORE_CONFIG, "blocking_callback", TARGET, "explorer+shrink")),
+        ("legacy-explorer-MD-I5", explorer_trace("legacy")),
+        ("blocking_callback-explorer-MD-I5", explorer_trace("blocking_callback")),
         ("legacy-hypothesis-MD-I5",
          counterexamples.hypothesis_trace(MECHANISM, HYPOTHESIS_CONFIG, "legacy", TARGET, engine="hypothesis+shrink")),
     ):

@@ -195,7 +195,7 @@ def test_corpus_explorer_trace_is_regenerated_byte_for_byte() -> None:
 
 
 def test_bench_reports_the_queue_waits_and_the_flush_burst() -> None:
-    out = bench()
+    out = bench(Path())
     assert (out["canonical_legacy_wait_max_ms"], out["canonical_pip453_1w_wait_max_ms"]) == (19, 5)  # §6a
     assert str(out["canonical_legacy_MD-I6"]).startswith("EXCEEDED")
     assert str(out["canonical_pip453_1w_MD-I6"]).startswith("holds")
