@@ -18,7 +18,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from hypothesis import Phase
 from hypothesis import seed as hypothesis_seed
+from hypothesis import settings as Settings
 
 from models.core import Action, Model, Param
 from properties import profiles, registry
@@ -114,9 +116,12 @@ def run_stateful(
     """Hypothesis lockstep batches (seed, seed+1, ...) until a failure or the budget; (run, batches, steps, s).
 
     With `coverage`, the runs also record the actions they took and the interesting states they
-    reached into it (off by default: the bench measures steps/s without that overhead).
+    reached into it (off by default: the bench measures steps/s without that overhead). Hypothesis'
+    own shrinker is off: callers shrink the run with `traces.shrink`, which takes seconds where
+    Hypothesis' takes minutes on Key_Shared runs, and the time to a bug is then the time to find it.
     """
-    settings = profiles.use(profile)
+    profiled = profiles.use(profile)
+    settings = Settings(profiled, phases=[p for p in profiled.phases if p is not Phase.shrink])
     found: list[FailedRun] = []
     steps = [0]
     recorder = Recorder(coverage, config) if coverage is not None else None

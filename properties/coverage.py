@@ -149,7 +149,7 @@ def _ks_same_name(_: Mapping[str, Param], v: Vars) -> bool:
 
 def _ks_stubborn(_: Mapping[str, Param], v: Vars) -> bool:
     """Settled with a consumer that never acks again while a hash drains towards it: the liveness case."""
-    return v["settled"] is True and bool(_list(v["pinned"])) and bool(_list(v["draining"]))
+    return v.get("settled") is True and bool(_list(v.get("pinned"))) and bool(_list(v["draining"]))
 
 
 INTERESTING: Mapping[str, tuple[Interesting, ...]] = {
@@ -157,7 +157,7 @@ INTERESTING: Mapping[str, tuple[Interesting, ...]] = {
         Interesting("a hash is draining", lambda _, v: bool(_list(v["draining"]))),
         Interesting("a draining hash blocked a dispatch", _ks_blocked),
         Interesting("a message awaits replay", lambda _, v: bool(_list(v["replay"]))),
-        Interesting("a read is in flight", lambda _, v: bool(_list(v["reads_in_flight"]))),
+        Interesting("a read is in flight", lambda _, v: bool(_list(v.get("reads_in_flight")))),
         Interesting("two consumers share a name", _ks_same_name),
         Interesting("a stubborn consumer pins a draining hash", _ks_stubborn),
     ),

@@ -6,15 +6,24 @@ holds (from the dispatcher's delivery log, acks, redelivery requests and disconn
 and KS-I4 on that record and KS-I2 on the reference's tracker, and projects the reference onto exactly
 the model's variables. Interleaved acks and flows run inside the reference's own `interleave`
 callback, and the storage gap is the reference's `begin_read`/`complete_read`.
+
+A configuration with `scope: tracker` selects the smaller scope of `PendingAcksMap` and
+`DrainingHashesTracker` alone (`models/keyshared_tracker.py`, `properties/keyshared_tracker.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
-from models.core import Action, Json, Observation, Param
+from models.core import Action, Json, Model, Observation, Param
 from models.keyshared import ACTION_NAMES, NORMAL, UNKNOWN_HASH, KeySharedModel
+from models.keyshared_tracker import EXPLORE_CONFIG as TRACKER_EXPLORE_CONFIG
+from models.keyshared_tracker import HYPOTHESIS_CONFIG as TRACKER_HYPOTHESIS_CONFIG
+from models.keyshared_tracker import KeySharedTrackerModel
 from properties import keyshared_z3
+from properties.keyshared_tracker import KeySharedTrackerReference
+from properties.lockstep import Implementation
 from properties.registry import Mechanism
 from reference_impl.keyshared import LEDGER_ID, Consumer, KeySharedDispatcher, Position, ReadOp
 
@@ -260,15 +269,33 @@ HYPOTHESIS_CONFIGS: dict[str, Mapping[str, Param]] = {
     "spec": {**GATE, "actions": tuple(a for a in ACTION_NAMES if a not in ("complete_read", "settle"))},
 }
 
+
+def _tracker_scope(config: Mapping[str, Param] | None) -> bool:
+    """`scope: tracker` selects the PendingAcksMap + DrainingHashesTracker scope (models/keyshared_tracker.py)."""
+    return config is not None and config.get("scope") == "tracker"
+
+
+def make_model(config: Mapping[str, Param] | None, variant: str) -> Model[Any]:
+    return KeySharedTrackerModel(config, variant) if _tracker_scope(config) else KeySharedModel(config, variant)
+
+
+def make_reference(config: Mapping[str, Param] | None, variant: str) -> Implementation:
+    if _tracker_scope(config):
+        return KeySharedTrackerReference(config, variant)
+    return KeySharedReference(config, variant)
+
+
+# EXPLORE_CONFIGS and HYPOTHESIS_CONFIGS are the dispatcher scope's; the registry adds the tracker
+# scope's under the name "tracker" (last, so the dispatcher's stay the defaults).
 MECHANISM = Mechanism(
     name="keyshared",
     spec="shared/spec/keyshared.md",
-    make_model=lambda config, variant: KeySharedModel(config, variant),
-    make_reference=lambda config, variant: KeySharedReference(config, variant),
+    make_model=make_model,
+    make_reference=make_reference,
     current="pip379",
     twins={"classic": "KS-I1", "pip282": "KS-I1"},
-    explore_configs=EXPLORE_CONFIGS,
-    hypothesis_configs=HYPOTHESIS_CONFIGS,
+    explore_configs={**EXPLORE_CONFIGS, "tracker": TRACKER_EXPLORE_CONFIG},
+    hypothesis_configs={**HYPOTHESIS_CONFIGS, "tracker": TRACKER_HYPOTHESIS_CONFIG},
     proofs=keyshared_z3.proofs,
     bench=keyshared_z3.bench,
 )

@@ -8,16 +8,58 @@ import java.util.Map;
 
 /**
  * A brokerspec port: reads one JSON message per line on stdin, answers one per line on stdout.
- * Implements topiclist at the "semaphore" scope; {@code -Dbug=barging} switches on a FIFO bug.
+ * Implements topiclist at the "semaphore" scope ({@code -Dbug=barging} switches on a FIFO bug) and
+ * keyshared at the "tracker" scope ({@code -Dbug=post-decrement} switches on a ref-count bug).
  */
 public final class Main {
     private Main() {}
 
+    /** One mechanism scope: performs a step and projects its state onto the model's variables. */
+    private interface Scope {
+        Map<String, Object> apply(String action, Map<String, Object> params);
+
+        Map<String, Object> vars();
+    }
+
+    private static Scope start(Object mechanism, Map<String, Object> config, String bug) {
+        Object scope = config.get("scope");
+        if ("topiclist".equals(mechanism) && "semaphore".equals(scope)) {
+            AsyncSemaphore semaphore = new AsyncSemaphore(config, "barging".equals(bug));
+            return new Scope() {
+                @Override
+                public Map<String, Object> apply(String action, Map<String, Object> params) {
+                    return semaphore.apply(action, params);
+                }
+
+                @Override
+                public Map<String, Object> vars() {
+                    return semaphore.vars();
+                }
+            };
+        }
+        if ("keyshared".equals(mechanism) && "tracker".equals(scope)) {
+            TrackerScope tracker = new TrackerScope(config, "post-decrement".equals(bug));
+            return new Scope() {
+                @Override
+                public Map<String, Object> apply(String action, Map<String, Object> params) {
+                    return tracker.apply(action, params);
+                }
+
+                @Override
+                public Map<String, Object> vars() {
+                    return tracker.vars();
+                }
+            };
+        }
+        throw new IllegalArgumentException("this port implements topiclist scope semaphore and keyshared scope "
+                + "tracker only");
+    }
+
     public static void main(String[] args) throws IOException {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
-        boolean barging = "barging".equals(System.getProperty("bug"));
-        AsyncSemaphore semaphore = null;
+        String bug = System.getProperty("bug");
+        Scope scope = null;
         String line;
         while ((line = in.readLine()) != null) {
             @SuppressWarnings("unchecked")
@@ -28,23 +70,20 @@ public final class Main {
                 if ("hello".equals(message.get("type"))) {
                     @SuppressWarnings("unchecked")
                     Map<String, Object> config = (Map<String, Object>) message.get("config");
-                    if (!"topiclist".equals(message.get("mechanism")) || !"semaphore".equals(config.get("scope"))) {
-                        throw new IllegalArgumentException("this port implements topiclist, scope semaphore only");
-                    }
-                    semaphore = new AsyncSemaphore(config, barging);
+                    scope = start(message.get("mechanism"), config, bug);
                     reply.put("type", "ready");
-                    reply.put("vars", semaphore.vars());
+                    reply.put("vars", scope.vars());
                 } else {
-                    if (semaphore == null) {
+                    if (scope == null) {
                         throw new IllegalStateException("step before hello");
                     }
                     @SuppressWarnings("unchecked")
                     Map<String, Object> params = (Map<String, Object>) message.get("params");
-                    Map<String, Object> observation = semaphore.apply((String) message.get("action"), params);
+                    Map<String, Object> observation = scope.apply((String) message.get("action"), params);
                     reply.put("type", "reply");
                     reply.put("seq", seq);
                     reply.put("observation", observation);
-                    reply.put("vars", semaphore.vars());
+                    reply.put("vars", scope.vars());
                 }
             } catch (RuntimeException e) {
                 reply.clear();
