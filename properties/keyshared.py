@@ -264,9 +264,10 @@ HYPOTHESIS_CONFIGS: dict[str, Mapping[str, Param]] = {
     # One hot key and few step kinds, so the historical variants' bugs are a few steps away.
     "hot": {**GATE, "names": ("consumer1", "consumer2"), "keys": ("4",), "max_messages": 5, "add_permits": (2,),
             "max_permits": 2, "actions": ("add", "remove", "publish", "flow", "ack", "redeliver", "read")},
-    # Every step kind but settle (only liveness needs it), three consumers and the spec's keys (§6: "4"
-    # moves to consumer3, "0" is consumer2's, "5" consumer1's), six messages.
-    "spec": {**GATE, "actions": tuple(a for a in ACTION_NAMES if a not in ("complete_read", "settle"))},
+    # Every step kind, three consumers and the spec's keys (§6: "4" moves to consumer3, "0" is
+    # consumer2's, "5" consumer1's), six messages. Settling freezes the consumers for the rest of a run
+    # and pins the stubborn one's messages, so the safety invariants are also checked there.
+    "spec": {**GATE, "actions": tuple(a for a in ACTION_NAMES if a != "complete_read")},
 }
 
 
