@@ -408,6 +408,22 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from properties.bench import INDEX, bench, write_report
 
+    if args.pipeline is not None:  # the Spark pipeline's throughput instead (traces/pipeline/bench.py)
+        from traces.pipeline.bench import pipeline_bench
+        from traces.pipeline.check import SparkUnavailable
+
+        try:
+            print(pipeline_bench(args.mechanism or ["keyshared"], args.pipeline, Path(args.out), seed=args.seed,
+                                 as_json=args.json, progress=_progress))
+        except (KeyError, ValueError) as exc:
+            raise UsageError(f"bench --pipeline: {exc.args[0]}") from None
+        except OSError as exc:
+            raise UsageError(f"{exc.filename or args.out}: cannot write: {exc.strerror}") from None
+        except SparkUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return INFRA
+        return PASS
+
     folder = Path(args.out)
     mechanisms = _mechanisms(args.mechanism)
     try:
@@ -680,6 +696,9 @@ def _parser() -> argparse.ArgumentParser:
     common(bench_p)
     bench_p.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
     bench_p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+    bench_p.add_argument("--pipeline", nargs="?", type=int, const=10_000_000, metavar="EVENTS",
+                         help="measure the Spark pipeline instead, on a log of EVENTS events (default 10,000,000) "
+                              "of each --mechanism (default keyshared)")
     bench_p.add_argument("--out", default="brokerspec-out/bench",
                          help="folder for the Markdown pages and PNG plots (default brokerspec-out/bench)")
     bench_p.set_defaults(run=cmd_bench)

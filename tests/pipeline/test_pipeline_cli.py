@@ -20,6 +20,8 @@ from properties.cli import INFRA, PASS, USAGE, main
     ["pipeline", "check", "--mechanism", "delayed", "--input", "does-not-exist.jsonl", "--out", "o"],
     ["pipeline", "explore", "--mechanism", "delayed", "--variant", "nope", "--seeds", "3"],
     ["pipeline"],
+    ["simulate", "--mechanism", "keyshared", "--events", "100", "--fault", "pip379", "--out", "x.parquet"],
+    ["bench", "--pipeline", "100", "--mechanism", "metadata"],
 ])
 def test_usage_errors_exit_3_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str],
                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,3 +54,15 @@ def test_spark_not_starting_is_an_infrastructure_failure(tmp_path: Path, monkeyp
     assert main(argv) == INFRA
     assert main(["pipeline", "explore", "--mechanism", "delayed", "--seeds", "3"]) == INFRA
     assert "Spark did not start" in capsys.readouterr().err
+
+
+def test_simulate_keyshared_writes_broker_events_with_the_documented_fields(tmp_path: Path) -> None:
+    out = tmp_path / "log.jsonl"
+    argv = ["simulate", "--mechanism", "keyshared", "--events", "600", "--partitions", "6", "--fault",
+            "second_consumer", "--out", str(out)]
+    assert main(argv) == PASS
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 600 and {r["subscription"] for r in records} == set(range(6))
+    fields = {"subscription", "seq", "event", "consumer", "position", "hash", "key", "name", "permits"}
+    assert all({"subscription", "seq", "event"} <= set(r) <= fields for r in records)
+    assert {r["event"] for r in records} >= {"add", "publish", "dispatch", "ack"}

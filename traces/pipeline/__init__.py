@@ -2,5 +2,9 @@
 
 `schema` fixes the event-log layout per mechanism, `simulate` writes logs (with known-bad variants
 injected into chosen partitions), `check` reads a log with Spark, quarantines malformed records and
-checks every partition with SQL window queries and an Arrow-batched model replay.
+checks every partition with SQL window queries and an Arrow-batched model replay, `explore` spreads
+random walks over Spark tasks, and `bench` measures it all. Key_Shared's broker event log has its own
+modules: `keyshared_log` (the records, the model actions they stand for, the client-record fast
+path), `keyshared_sim` (the reference dispatcher under a random workload) and `keyshared_check` (its
+quarantine rules, SQL checks, `mapInArrow` replay and traces).
 """

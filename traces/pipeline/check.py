@@ -5,7 +5,9 @@ silently). Checks that relate a record to its neighbours in the same partition a
 queries; the rest replay each partition through the current model in lockstep with the logged
 observations and states (`groupBy(key).applyInPandas`, whole partitions per Arrow batch). A
 partition that diverges is then replayed on each known-bad variant: the one that reproduces the
-log names the bug, and its run is saved as a trace `brokerspec replay` reproduces.
+log names the bug, and its run is saved as a trace `brokerspec replay` reproduces. Key_Shared's
+broker event log has its own quarantine rules, SQL checks and `mapInArrow` replay
+(`keyshared_check`); the flow around them is this module's.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -29,6 +32,7 @@ from models.core import Action, ActionNotEnabled, Json, Model, Observation, Para
 from properties import registry
 from properties.lockstep import DIVERGENCE, Lockstep
 from traces.format import save
+from traces.pipeline import keyshared_check
 from traces.pipeline.schema import CORRUPT, columns, spec, struct_type
 from traces.pipeline.simulate import model as build_model
 from traces.replay import record
@@ -152,7 +156,13 @@ def replay_partition(mechanism: str, frame: pd.DataFrame) -> Verdict:
 
 
 def replay_all(mechanism: str, valid: DataFrame) -> DataFrame:
-    """One verdict row per partition; each partition reaches Python whole, as one Arrow batch."""
+    """One verdict row per partition; each partition reaches Python whole, as one Arrow batch.
+
+    Key_Shared streams Arrow batches instead (`keyshared_check.replay_all`), so `valid` must be
+    partitioned by the key and sorted by seq within, as `prepare` leaves it.
+    """
+    if mechanism == "keyshared":
+        return keyshared_check.replay_all(valid)
     key = spec(mechanism).key
 
     def per_partition(frame: pd.DataFrame) -> pd.DataFrame:
@@ -184,6 +194,8 @@ def read_log(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:
 
 def quarantine_reason(mechanism: str) -> Any:
     """A SQL expression: why a record cannot be checked, or null when it can."""
+    if mechanism == "keyshared":
+        return keyshared_check.quarantine_reason()
     required = [c for c in columns(mechanism) if c != "observation"]
     reason = F.when(F.col(CORRUPT).isNotNull(), F.lit("malformed JSON or a field of the wrong type"))
     for name in required:
@@ -196,7 +208,8 @@ def sql_checks(mechanism: str, valid: DataFrame) -> DataFrame:
 
     LOG-SEQ: each partition's sequence numbers run 0, 1, 2, ... without gaps or repeats (a gap means
     lost events, which would make any replay verdict meaningless). DD-I1 (delayed, non-strict): no
-    message is offered more than one tick before the deliver_at it was added with.
+    message is offered more than one tick before the deliver_at it was added with. Key_Shared's are
+    in `keyshared_check.sql_checks`.
     """
     key = spec(mechanism).key
     by_seq = Window.partitionBy(key).orderBy("seq")
@@ -207,10 +220,11 @@ def sql_checks(mechanism: str, valid: DataFrame) -> DataFrame:
         .when(previous.isNotNull() & (F.col("seq") != previous + 1), F.format_string("seq follows %d", previous))
         .alias("detail"),
     ).where(F.col("detail").isNotNull()).withColumn("check", F.lit("LOG-SEQ"))
-    checks = [gaps]
     if mechanism == "delayed":
-        checks.append(_early_offers(valid, key))
-    return checks[0].unionByName(checks[1]) if len(checks) > 1 else checks[0]
+        return gaps.unionByName(_early_offers(valid, key))
+    if mechanism == "keyshared":
+        return gaps.unionByName(keyshared_check.sql_checks(valid))
+    return gaps
 
 
 def _early_offers(valid: DataFrame, key: str) -> DataFrame:
@@ -237,6 +251,14 @@ def _early_offers(valid: DataFrame, key: str) -> DataFrame:
     )
 
 
+def prepare(mechanism: str, raw: DataFrame) -> DataFrame:
+    """The checkable records, one partition's records together (hash-partitioned by the key) and in
+    seq order within each Spark partition: what the window checks and the replay read."""
+    key = spec(mechanism).key
+    valid = raw.where(F.col("reason").isNull()).select(*columns(mechanism))
+    return valid.repartition(key).sortWithinPartitions(key, "seq")
+
+
 def _write_json(frame: DataFrame, path: Path) -> None:
     frame.coalesce(1).write.mode("overwrite").json(str(path))
 
@@ -256,8 +278,10 @@ def check(
 ) -> dict[str, Any]:
     """Check the log at `input_path`, write the outputs under `out`, and return the summary.
 
-    `out` receives quarantine/ and first_divergence/ (Spark JSON-lines parts), violations.jsonl,
+    `out` receives quarantine/ (Spark JSON-lines parts), first_divergence/, violations.jsonl,
     coverage.json, summary.json and traces/<mechanism>-<key>-<n>.json (one per violating partition).
+    Results that are a row per finding or per failing partition are collected and sorted here rather
+    than by Spark: they are few, and every Spark job costs a fixed second or so.
     """
     started = time.perf_counter()
     report = progress or (lambda _: None)
@@ -270,37 +294,48 @@ def check(
     out.mkdir(parents=True, exist_ok=True)
     say(f"pipeline {mechanism}: reading {input_path}")
     raw = read_log(spark, mechanism, input_path).withColumn("reason", quarantine_reason(mechanism)).cache()
-    quarantined = raw.where(F.col("reason").isNotNull()).select("reason", F.col(CORRUPT).alias("line"),
-                                                                *columns(mechanism))
-    valid = raw.where(F.col("reason").isNull()).select(*columns(mechanism)).repartition(log.key).cache()
-    _write_json(quarantined, out / "quarantine")
-    reasons = {str(r["reason"]): int(r["count"]) for r in _rows(quarantined.groupBy("reason").count())}
-    records = raw.count()
-    checked = valid.count()
+    counts = {r["reason"]: int(r["count"]) for r in _rows(raw.groupBy("reason").count())}
+    reasons = {str(reason): n for reason, n in sorted(counts.items(), key=lambda item: str(item[0]))
+               if reason is not None}
+    records, checked = sum(counts.values()), counts.get(None, 0)
+    shutil.rmtree(out / "quarantine", ignore_errors=True)  # a rerun into the same folder leaves nothing stale
+    if reasons:
+        _write_json(raw.where(F.col("reason").isNotNull()).select("reason", F.col(CORRUPT).alias("line"),
+                                                                  *columns(mechanism)), out / "quarantine")
+    else:
+        (out / "quarantine").mkdir()
     say(f"pipeline {mechanism}: {records} records, {checked} valid, {sum(reasons.values())} quarantined")
+    valid = prepare(mechanism, raw).cache()
+    kind = log.fields[1][0]  # the action (or event) column
+    coverage = {str(r[kind]): int(r["count"]) for r in _rows(valid.groupBy(kind).count())}
 
     say(f"pipeline {mechanism}: SQL window checks")
-    sql = sql_checks(mechanism, valid).cache()
-    sql_rows = _rows(sql.orderBy(log.key, "seq"))
+    sql_rows = sorted(_rows(sql_checks(mechanism, valid)), key=lambda r: (r[log.key], r["seq"], r["check"]))
     say(f"pipeline {mechanism}: model replay of every partition")
     replayed = replay_all(mechanism, valid).cache()
-    failing = _rows(replayed.where(F.col("step").isNotNull()).orderBy("key"))
+    failing = sorted(_rows(replayed.where(F.col("step").isNotNull())), key=lambda r: int(r["key"]))
     partitions = replayed.count()
-    coverage = {str(r["action"]): int(r["count"]) for r in _rows(valid.groupBy("action").count())}
 
     violations = [
         {"key": r[log.key], "source": "sql", "check": r["check"], "seq": r["seq"], "detail": r["detail"]}
         for r in sql_rows
     ] + [
-        {"key": r["key"], "source": "model", "check": r["failures"], "seq": int(r["step"]) - 1,
-         "detail": r["detail"], "explained_by": r["explained_by"]}
+        {"key": r["key"], "source": "model", "check": r["failures"],
+         "seq": r["seq"] if "seq" in r else int(r["step"]) - 1, "detail": r["detail"],
+         "explained_by": r["explained_by"]}
         for r in failing
     ]
     (out / "violations.jsonl").write_text("".join(json.dumps(v) + "\n" for v in violations))
-    _write_json(replayed.where(F.col("step").isNotNull()), out / "first_divergence")
+    shutil.rmtree(out / "first_divergence", ignore_errors=True)
+    (out / "first_divergence").mkdir()
+    (out / "first_divergence" / "part-00000.json").write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n" for r in failing))
     (out / "coverage.json").write_text(json.dumps(coverage, indent=1, sort_keys=True))
 
-    traces = _save_traces(mechanism, valid, failing, out / "traces")
+    if mechanism == "keyshared":
+        traces = keyshared_check.save_traces(valid, failing, out / "traces")
+    else:
+        traces = _save_traces(mechanism, valid, failing, out / "traces")
     summary: dict[str, Any] = {
         "mechanism": mechanism,
         "input": str(input_path),
@@ -318,7 +353,7 @@ def check(
         "elapsed_s": round(time.perf_counter() - started, 3),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
-    for cached in (raw, valid, sql, replayed):
+    for cached in (raw, valid, replayed):
         cached.unpersist()
     found = len(summary["violating_partitions"])
     say(f"pipeline {mechanism}: {found} violating partition(s) in {summary['elapsed_s']}s")

@@ -1,33 +1,59 @@
-"""The event-log layout: one record per model action, keyed by the mechanism's independence key.
+"""The event-log layout: one record per event, keyed by the mechanism's independence key.
 
-Partitions (one limiter, one tracker) never interact, so each can be checked on its own: that is
-what lets Spark spread the check. Structured fields whose shape varies by action (params,
-observation, vars) are JSON text, so one explicit `StructType` serves every action; SQL reaches
-into them with `get_json_object` / `from_json`.
+Partitions (one limiter, one tracker, one subscription) never interact, so each can be checked on
+its own: that is what lets Spark spread the check. The model-action logs (topiclist, delayed) keep
+the structured fields whose shape varies by action (params, observation, vars) as JSON text, so one
+explicit `StructType` serves every action; SQL reaches into them with `get_json_object` /
+`from_json`. The Key_Shared log is a broker's event log instead: flat typed columns (no JSON inside
+a record), one record per consumer add/remove, publish, permit grant, read, dispatch, ack and
+redelivery, which SQL and Arrow read without parsing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
 CORRUPT = "_corrupt_record"
+
+Field = tuple[str, DataType, bool]
+"""(name, Spark type, nullable) of a column after the independence key."""
+
+ACTION_FIELDS: tuple[Field, ...] = (
+    ("seq", LongType(), False),
+    ("action", StringType(), False),
+    ("params", StringType(), False),
+    ("observation", StringType(), True),
+    ("vars", StringType(), False),
+)
+KEYSHARED_FIELDS: tuple[Field, ...] = (
+    ("seq", LongType(), False),
+    ("event", StringType(), False),
+    ("consumer", LongType(), True),
+    ("position", LongType(), True),
+    ("hash", LongType(), True),
+    ("key", StringType(), True),
+    ("name", StringType(), True),
+    ("permits", LongType(), True),
+)
 
 
 @dataclass(frozen=True)
 class LogSpec:
-    """How one mechanism is logged: its independence key column and the model configuration used."""
+    """How one mechanism is logged: its independence key column, the model configuration and the columns."""
 
     mechanism: str
     key: str
     config_name: str
     fault: str
+    fields: tuple[Field, ...] = ACTION_FIELDS
 
 
 SPECS: dict[str, LogSpec] = {
     "topiclist": LogSpec("topiclist", "limiter", "flows", "no_exceptional_release"),
     "delayed": LogSpec("delayed", "tracker", "default", "pr23611"),
+    "keyshared": LogSpec("keyshared", "subscription", "spec", "classic", KEYSHARED_FIELDS),
 }
 
 
@@ -39,21 +65,16 @@ def spec(mechanism: str) -> LogSpec:
 
 
 def columns(mechanism: str) -> tuple[str, ...]:
-    """Column order of a record: key, seq, action, params, observation, vars."""
-    return (spec(mechanism).key, "seq", "action", "params", "observation", "vars")
+    """Column order of a record: the key, then the mechanism's fields (seq, action, params, ... or seq, event, ...)."""
+    log = spec(mechanism)
+    return (log.key, *(name for name, _, _ in log.fields))
 
 
 def struct_type(mechanism: str, with_corrupt: bool = False) -> StructType:
     """The explicit Spark schema; `with_corrupt` adds the PERMISSIVE-mode column for malformed lines."""
-    key = spec(mechanism).key
-    fields = [
-        StructField(key, LongType(), nullable=False),
-        StructField("seq", LongType(), nullable=False),
-        StructField("action", StringType(), nullable=False),
-        StructField("params", StringType(), nullable=False),
-        StructField("observation", StringType(), nullable=True),
-        StructField("vars", StringType(), nullable=False),
-    ]
+    log = spec(mechanism)
+    fields = [StructField(log.key, LongType(), nullable=False)]
+    fields += [StructField(name, kind, nullable=nullable) for name, kind, nullable in log.fields]
     if with_corrupt:
         fields.append(StructField(CORRUPT, StringType(), nullable=True))
     return StructType(fields)

@@ -4,7 +4,8 @@ Each partition (one limiter, one tracker) is a seeded random walk over the model
 the model stands in for the reference implementation (they are lockstep-tested to agree), which
 keeps simulation fast enough for millions of events. A faulted partition walks a known-bad variant
 and is re-seeded until the bug actually shows within its events, so a checker must find exactly
-the faulted partitions.
+the faulted partitions. Key_Shared logs are broker event logs written by the reference dispatcher
+itself (`keyshared_sim`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 
 from models.core import Action, Model, violated
 from properties import registry
+from traces.pipeline import keyshared_sim
 from traces.pipeline.schema import columns, spec
 
 _FAULT_ATTEMPTS = 500
@@ -83,21 +85,24 @@ def partition_records(mechanism: str, key: int, length: int, seed: int, fault: s
     return records
 
 
-_MALFORMED = (
-    lambda line: line[: max(1, len(line) // 2)],  # truncated write
-    lambda line: line.replace('"seq": ', '"seq": "x', 1),  # wrong type, broken quoting
-    lambda line: "\x00garbage " + line[:20],  # not JSON at all
-    lambda line: json.dumps({k: v for k, v in json.loads(line).items() if k != "action"}),  # missing field
-)
+def _malformed(kind: int, line: str, required: str) -> str:
+    """The `kind`-th of four ways a line goes bad; `required` is a field the record cannot do without."""
+    if kind == 0:
+        return line[: max(1, len(line) // 2)]  # truncated write
+    if kind == 1:
+        return line.replace('"seq": ', '"seq": "x', 1)  # wrong type, broken quoting
+    if kind == 2:
+        return "\x00garbage " + line[:20]  # not JSON at all
+    return json.dumps({k: v for k, v in json.loads(line).items() if k != required})  # missing field
 
 
-def _corrupt(lines: list[str], fraction: float, rng: random.Random) -> tuple[list[str], int]:
+def _corrupt(lines: list[str], fraction: float, rng: random.Random, required: str) -> tuple[list[str], int]:
     """Insert malformed lines (extra, never replacing a valid one) so they are `fraction` of the file."""
     count = round(len(lines) * fraction / (1 - fraction)) if fraction > 0 else 0
     out = list(lines)
     for index in range(count):
         position = rng.randrange(len(out) + 1)
-        out.insert(position, _MALFORMED[index % len(_MALFORMED)](rng.choice(lines)))
+        out.insert(position, _malformed(index % 4, rng.choice(lines), required))
     return out, count
 
 
@@ -120,8 +125,9 @@ def simulate(
     """
     spec(mechanism)
     mechanism_ = registry.get(mechanism)
-    if fault is not None and fault not in mechanism_.twins:
-        raise ValueError(f"unknown fault {fault!r} for {mechanism} (known: {', '.join(mechanism_.twins)})")
+    faults = keyshared_sim.FAULTS if mechanism == "keyshared" else tuple(mechanism_.twins)
+    if fault is not None and fault not in faults:
+        raise ValueError(f"unknown fault {fault!r} for {mechanism} (known: {', '.join(faults)})")
     if partitions < 1 or events < partitions:
         raise ValueError(f"need at least one event per partition ({events} events, {partitions} partitions)")
     parquet = out.suffix == ".parquet"
@@ -140,15 +146,19 @@ def simulate(
             if progress is not None and (key + 1) % max(1, partitions // 10) == 0:
                 progress(f"simulate {mechanism}: {key + 1}/{partitions} partitions")
 
-    records = list(all_records())
     out.parent.mkdir(parents=True, exist_ok=True)
     names = columns(mechanism)
-    corrupt_lines = 0
-    if parquet:
-        table = pa.table({name: [r[name] for r in records] for name in names})
-        pq.write_table(table, out)
+    if mechanism == "keyshared":
+        lines = keyshared_sim.write(out, events, partitions, seed, fault, chosen, progress)
+        required = "event"
     else:
-        lines = [json.dumps({name: r[name] for name in names}) for r in records]
-        lines, corrupt_lines = _corrupt(lines, corrupt, random.Random(f"{seed}:corrupt"))
+        records = list(all_records())
+        if parquet:
+            pq.write_table(pa.table({name: [r[name] for r in records] for name in names}), out)
+        lines = [] if parquet else [json.dumps({name: r[name] for name in names}) for r in records]
+        required = "action"
+    corrupt_lines = 0
+    if not parquet:
+        lines, corrupt_lines = _corrupt(lines, corrupt, random.Random(f"{seed}:corrupt"), required)
         out.write_text("\n".join(lines) + "\n")
-    return Simulation(out, len(records), partitions, chosen, corrupt_lines)
+    return Simulation(out, events, partitions, chosen, corrupt_lines)
