@@ -4,7 +4,8 @@ This is the one place that decides what "a step failed" means, so the Hypothesis
 replayer, the shrinker and the port driver all agree: the model's invariants are checked on the
 model state, the implementation's projection must equal the model's (`divergence` otherwise), its
 observation must equal the model's where the model predicts one, and the implementation may
-report invariants it checks on its own internals.
+report invariants it checks on its own internals, or a divergence it found itself (a port checked
+beside the reference), explained by its `disagreement` attribute.
 """
 
 from __future__ import annotations
@@ -43,19 +44,22 @@ class StepOutcome:
     detail: str = ""
 
 
-def _as_json(value: object) -> object:
+def as_json(value: object) -> object:
     """`value` as JSON would carry it (tuples become lists), so only real differences count."""
     if isinstance(value, list | tuple):
-        return [_as_json(v) for v in value]
+        return [as_json(v) for v in value]
     if isinstance(value, dict):
-        return {k: _as_json(v) for k, v in value.items()}
+        return {k: as_json(v) for k, v in value.items()}
     return value
 
 
-def _first_difference(expected: Mapping[str, Json], actual: Mapping[str, Json]) -> str:
+def first_difference(
+    expected: Mapping[str, Json], actual: Mapping[str, Json], sides: tuple[str, str] = ("model", "implementation")
+) -> str:
+    """The first variable, by name, whose values differ, with both values."""
     for name in sorted(set(expected) | set(actual)):
-        if expected.get(name) != actual.get(name):
-            return f"{name}: model {expected.get(name)!r} != implementation {actual.get(name)!r}"
+        if as_json(expected.get(name)) != as_json(actual.get(name)):
+            return f"{name}: {sides[0]} {expected.get(name)!r} != {sides[1]} {actual.get(name)!r}"
     return ""
 
 
@@ -84,11 +88,13 @@ class Lockstep(Generic[S]):
         if self.implementation is not None:
             failures += [f for f in self.implementation.violations() if f not in failures]
             actual = self.implementation.vars()
-            if actual != model_vars and _as_json(actual) != _as_json(model_vars):  # a port sends arrays, not tuples
-                failures.append(DIVERGENCE)
-                detail = "state " + _first_difference(model_vars, actual)
+            if actual != model_vars and as_json(actual) != as_json(model_vars):  # a port sends arrays, not tuples
+                detail = "state " + first_difference(model_vars, actual)
             elif predicted is not None and observed != predicted:
-                failures.append(DIVERGENCE)
                 detail = f"observation: model {predicted!r} != implementation {observed!r}"
+            elif DIVERGENCE in failures:
+                detail = str(getattr(self.implementation, "disagreement", ""))
+            if detail and DIVERGENCE not in failures:
+                failures.append(DIVERGENCE)
             model_vars = actual
         return StepOutcome(observed, model_vars, tuple(failures), detail)

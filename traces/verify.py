@@ -1,10 +1,12 @@
 """Verify a port against the model: random walks and Hypothesis runs in lockstep, shrinking, traces.
 
 The model is the oracle: every step the port's projected state must equal the model's variables
-and its observation the model's prediction (else `divergence`); invariants the port reports on its
-own state count as violations; a misbehaving port (crash, hang, garbage, wrong step, flood, error
-reply) is a failure of its own kind, `port-<kind>`. Every run starts a fresh port, so a failure
-reproduces from the actions alone, which is what lets the shrinker use the port as its oracle.
+and its observation the model's prediction (else `divergence`); the reference implementation runs
+beside the port on the same actions, and the port must agree with it too (a `divergence` whose
+detail names the reference); invariants the port reports on its own state count as violations; a
+misbehaving port (crash, hang, garbage, wrong step, flood, error reply) is a failure of its own
+kind, `port-<kind>`. Every run starts a fresh port, so a failure reproduces from the actions alone,
+which is what lets the shrinker use the port as its oracle.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,9 +24,17 @@ from hypothesis import HealthCheck, Phase
 from hypothesis import seed as hypothesis_seed
 from hypothesis import settings as Settings
 
-from models.core import Action, ActionNotEnabled, Model, Param
+from models.core import Action, ActionNotEnabled, Json, Model, Observation, Param
 from properties.explorer import explore
-from properties.lockstep import DIVERGENCE, Lockstep, StepOutcome
+from properties.lockstep import (
+    DIVERGENCE,
+    Implementation,
+    ImplementationFactory,
+    Lockstep,
+    StepOutcome,
+    as_json,
+    first_difference,
+)
 from properties.stateful import build_state_machine, find_failure
 from traces.format import Trace
 from traces.port import DEFAULT_STEP_TIMEOUT_S, PortError, PortProcess
@@ -42,9 +53,64 @@ class PortSpec:
     variant: str
     config: Mapping[str, Param]
     step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S
+    reference: ImplementationFactory | None = None
+    """The mechanism's reference implementation, run beside the port when given."""
 
     def start(self) -> PortProcess:
         return PortProcess(self.argv, self.mechanism, self.variant, self.config, step_timeout_s=self.step_timeout_s)
+
+    def beside_reference(self, port: PortProcess) -> PortProcess | BesideReference:
+        """What lockstep drives: the port, with the reference beside it when there is one."""
+        if self.reference is None:
+            return port
+        return BesideReference(port, self.reference(self.config, self.variant))
+
+    @contextmanager
+    def running(self) -> Iterator[PortProcess | BesideReference]:
+        """A fresh port (beside a fresh reference, if any), stopped with its reference on exit."""
+        implementation = self.beside_reference(self.start())
+        try:
+            yield implementation
+        finally:
+            implementation.close()
+
+
+class BesideReference:
+    """The port with the reference implementation stepped beside it on the same actions.
+
+    Lockstep compares the port with the model; this adds the comparison with the reference, so a
+    port is checked against both halves of the harness's oracle. The first difference is reported
+    as a `divergence` the implementation found itself, explained by `disagreement`.
+    """
+
+    def __init__(self, port: PortProcess, reference: Implementation) -> None:
+        self.port = port
+        self.reference = reference
+        self.disagreement = ""
+
+    def apply(self, action: Action) -> Observation:
+        observed = self.port.apply(action)
+        expected = self.reference.apply(action)
+        both = observed is not None and expected is not None  # None: no observation to compare (as lockstep)
+        if not self.disagreement and both and as_json(observed) != as_json(expected):
+            self.disagreement = f"observation: reference {expected!r} != port {observed!r}"
+        return observed
+
+    def vars(self) -> dict[str, Json]:
+        return self.port.vars()
+
+    def violations(self) -> list[str]:
+        if not self.disagreement:
+            difference = first_difference(self.reference.vars(), self.port.vars(), ("reference", "port"))
+            self.disagreement = f"state {difference}" if difference else ""
+        return [*self.port.violations(), *([DIVERGENCE] if self.disagreement else [])]
+
+    def close(self) -> None:
+        """Stop the port, and whatever the reference runs in the background."""
+        self.port.close()
+        close = getattr(self.reference, "close", None)
+        if close is not None:
+            close()
 
 
 @dataclass(frozen=True)
@@ -86,8 +152,8 @@ def run_actions(
     """Run `actions` on a fresh port next to the model; the first failure, None if all pass or an
     action is not enabled (a shrink candidate that does not fit the model)."""
     try:
-        with spec.start() as port:
-            lockstep = Lockstep(make_model(), port)
+        with spec.running() as implementation:
+            lockstep = Lockstep(make_model(), implementation)
             target = _target(lockstep.initial_outcome())
             if target is not None:
                 return Failure((), target, lockstep.initial_outcome().detail, engine)
@@ -131,8 +197,8 @@ def random_walk(
     """One seeded walk over the model's enabled actions on a fresh port; (failure, steps run)."""
     actions: list[Action] = []
     try:
-        with spec.start() as port:
-            lockstep = Lockstep(make_model(), port)
+        with spec.running() as implementation:
+            lockstep = Lockstep(make_model(), implementation)
             target = _target(lockstep.initial_outcome())
             if target is not None:
                 return Failure((), target, lockstep.initial_outcome().detail, "walk"), 0
@@ -163,7 +229,7 @@ def hypothesis_batch(
     base = build_state_machine(
         make_model,
         make_model().action_names,
-        spec.start,
+        lambda: spec.beside_reference(spec.start()),
         on_failure=lambda run: found.append(Failure(run.actions, _target_of(run.failures), run.detail, "hypothesis")),
         on_step=lambda _: steps.__setitem__(0, steps[0] + 1),
     )
@@ -173,7 +239,7 @@ def hypothesis_batch(
             last[0] = tuple(self.actions)
             runs[0] += 1
             implementation = self.lockstep.implementation
-            if isinstance(implementation, PortProcess):
+            if isinstance(implementation, PortProcess | BesideReference):
                 implementation.close()
 
     settings = Settings(
@@ -263,8 +329,8 @@ def verify(
 def record_on_port(model: Model[Any], spec: PortSpec, failure: Failure) -> Trace:
     """The failing run as a trace with the port's states; a port error ends it at the failing step."""
     try:
-        with spec.start() as port:
-            return record(model, failure.actions, engine="port", implementation=port)
+        with spec.running() as implementation:
+            return record(model, failure.actions, engine="port", implementation=implementation)
     except PortError as error:
         trace = record(model, failure.actions[: max(error.step - 1, 0)], engine="port")
         return replace(trace, failure={"step": error.step, "names": [PORT_PREFIX + error.kind],

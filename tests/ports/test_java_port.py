@@ -12,12 +12,17 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from models.core import Action, Json, Model, Observation
+from properties import registry
 from properties.cli import DIVERGED, PASS, main
+from properties.lockstep import DIVERGENCE, Implementation
 from traces.format import load
 from traces.replay import replay
+from traces.verify import PortSpec, run_actions
 
 SOURCES = Path(__file__).with_name("java")
 
@@ -43,7 +48,7 @@ def test_the_correct_java_port_passes(java_classes: Path, tmp_path: Path, capsys
     code, elapsed = _verify(java_classes, tmp_path)
     out = capsys.readouterr().out
     assert code == PASS, out
-    assert "port agrees with the model" in out
+    assert "port agrees with the model and the reference" in out
     assert elapsed < 60
 
 
@@ -69,7 +74,7 @@ def test_the_correct_java_tracker_port_passes(java_classes: Path, tmp_path: Path
     code, elapsed = _verify(java_classes, tmp_path, mechanism="keyshared", config="tracker")
     out = capsys.readouterr().out
     assert code == PASS, out
-    assert "port agrees with the model" in out
+    assert "port agrees with the model and the reference" in out
     assert elapsed < 60
 
 
@@ -92,3 +97,44 @@ def test_the_post_decrement_bug_is_caught_with_a_shrunk_trace_that_replays(
     buggy = ["java", "-Dbug=post-decrement", "-cp", str(java_classes), "Main"]
     assert main(["replay", str(path), "--port", *buggy]) == DIVERGED
     assert main(["replay", str(path), "--port", "java", "-cp", str(java_classes), "Main"]) == PASS
+
+
+class _Skewed:
+    """The reference with one variable misreported after its first step: a reference the port cannot match."""
+
+    def __init__(self, inner: Implementation) -> None:
+        self.inner, self.stepped = inner, False
+
+    def apply(self, action: Action) -> Observation:
+        self.stepped = True
+        return self.inner.apply(action)
+
+    def vars(self) -> dict[str, Json]:
+        out = dict(self.inner.vars())
+        if self.stepped:
+            out[min(out)] = "skewed"
+        return out
+
+    def violations(self) -> list[str]:
+        return self.inner.violations()
+
+
+def test_verify_runs_the_reference_beside_the_port_and_names_it_when_they_disagree(java_classes: Path) -> None:
+    mechanism = registry.get("topiclist")
+    config = mechanism.hypothesis_configs["semaphore"]
+    model = mechanism.make_model(config, mechanism.current)
+    actions = [model.enabled(model.initial())[0]]
+    argv = ("java", "-cp", str(java_classes), "Main")
+    reference = mechanism.make_reference
+    assert reference is not None
+
+    def make_model() -> Model[Any]:
+        return mechanism.make_model(config, mechanism.current)
+
+    beside = PortSpec(argv, "topiclist", mechanism.current, config, reference=reference)
+    assert run_actions(make_model, beside, actions) is None
+    skewed = PortSpec(argv, "topiclist", mechanism.current, config,
+                      reference=lambda c, v: _Skewed(reference(c, v)))
+    found = run_actions(make_model, skewed, actions)
+    assert found is not None and (found.target, found.actions) == (DIVERGENCE, tuple(actions))
+    assert found.detail.startswith("state ") and "reference" in found.detail and "'skewed'" in found.detail
