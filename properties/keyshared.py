@@ -260,14 +260,19 @@ EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
     "interleave": {**_TWO, "max_messages": 3, "add_permits": (1, 2), "max_permits": 2, "interleave": 2,
                    "actions": ("add", "remove", "publish", "ack", "read", "interleaved_read")},
 }
+_HOT_ACTIONS = ("add", "remove", "publish", "flow", "ack", "redeliver", "read")
+_HOT: dict[str, Param] = {**GATE, "names": ("consumer1", "consumer2"), "keys": ("4",), "max_messages": 5,
+                          "add_permits": (2,), "max_permits": 2, "actions": _HOT_ACTIONS}
 HYPOTHESIS_CONFIGS: dict[str, Mapping[str, Param]] = {
     # One hot key and few step kinds, so the historical variants' bugs are a few steps away.
-    "hot": {**GATE, "names": ("consumer1", "consumer2"), "keys": ("4",), "max_messages": 5, "add_permits": (2,),
-            "max_permits": 2, "actions": ("add", "remove", "publish", "flow", "ack", "redeliver", "read")},
+    "hot": _HOT,
     # Every step kind, three consumers and the spec's keys (§6: "4" moves to consumer3, "0" is
     # consumer2's, "5" consumer1's), six messages. Settling freezes the consumers for the rest of a run
     # and pins the stubborn one's messages, so the safety invariants are also checked there.
     "spec": {**GATE, "actions": tuple(a for a in ACTION_NAMES if a != "complete_read")},
+    # The hot key with settling: a stubborn consumer pinning a hash that drains towards a second
+    # "consumer1" (the spec configuration's three names rarely get there).
+    "settled": {**_HOT, "actions": (*_HOT_ACTIONS, "settle")},
 }
 
 
