@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from models.core import Action, Json, Observation, Param
 from models.keyshared_tracker import KeySharedTrackerModel
-from reference_impl.keyshared import LEDGER_ID, Consumer, DrainingHashesTracker
+from reference_impl.keyshared import LEDGER_ID, Consumer, DrainingHashesTracker, DrainingRemoveHandler
 
 
 def _int(action: Action, name: str) -> int:
@@ -40,24 +40,6 @@ class _AddHandler:
         return True
 
 
-class _RemoveHandler:
-    """Releases draining ref counts, batching as the map does (the dispatcher's remove handler)."""
-
-    def __init__(self, tracker: DrainingHashesTracker) -> None:
-        self._tracker = tracker
-
-    def handle_removing(
-        self, consumer: Consumer, ledger_id: int, entry_id: int, sticky_key_hash: int, closing: bool
-    ) -> None:
-        self._tracker.reduce_ref_count(consumer, sticky_key_hash, closing)
-
-    def start_batch(self) -> None:
-        self._tracker.start_batch()
-
-    def end_batch(self) -> None:
-        self._tracker.end_batch()
-
-
 class KeySharedTrackerReference:
     """The reference's map and tracker classes, driven by the tracker model's actions."""
 
@@ -69,7 +51,7 @@ class KeySharedTrackerReference:
         self.consumers = {cid: Consumer(f"consumer{cid}", cid) for cid in model.ids}
         for consumer in self.consumers.values():
             consumer.set_pending_acks_add_handler(_AddHandler(self))
-            consumer.set_pending_acks_remove_handler(_RemoveHandler(self.tracker))
+            consumer.set_pending_acks_remove_handler(DrainingRemoveHandler(self.tracker))
         self.owners = {h: self.consumers[cid] for h, cid in zip(model.hashes, initial.owners, strict=True)}
         self.replay: dict[int, int] = {}
 

@@ -271,7 +271,7 @@ class _DrainingAddHandler:
         return self._dispatcher.handle_adding_pending_ack(consumer, ledger_id, entry_id, sticky_key_hash)
 
 
-class _DrainingRemoveHandler:
+class DrainingRemoveHandler:
     """PendingAcksRemoveHandler that releases draining ref counts, batching as the map does."""
 
     def __init__(self, tracker: DrainingHashesTracker) -> None:
@@ -459,7 +459,7 @@ class KeySharedDispatcher:
             consumer.pending_acks.lock_tracer = self.lock_tracer
             if self.tracker is not None:
                 consumer.set_pending_acks_add_handler(_DrainingAddHandler(self))
-                consumer.set_pending_acks_remove_handler(_DrainingRemoveHandler(self.tracker))
+                consumer.set_pending_acks_remove_handler(DrainingRemoveHandler(self.tracker))
                 consumer.set_draining_hashes_consumer_stats_updater(self.tracker.update_consumer_stats)
             self.consumers.append(consumer)
             impacted = self.selector.add_consumer(consumer)
