@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import networkx as nx
 import pytest
 
@@ -22,7 +24,7 @@ from .client_log import ClientLog, ks_i2_violations
 H4, H0, H5 = 11707, 4850, 35071
 
 
-def d3(variant: str = "pip379", **kwargs: int) -> KeySharedDispatcher:
+def d3(variant: str = "pip379", **kwargs: Any) -> KeySharedDispatcher:
     return KeySharedDispatcher(variant, replica_points=3, **kwargs)
 
 
@@ -162,7 +164,7 @@ def test_available_permits() -> None:
     ],
 )
 def test_look_ahead_limit(kwargs: dict[str, int], consumers: int, limit: int) -> None:
-    d = d3(**kwargs)
+    d = d3("pip379", **kwargs)
     for i in range(consumers):
         d.add_consumer(Consumer(f"c{i}", i))
     assert d.look_ahead_limit() == limit
@@ -492,6 +494,7 @@ def test_classic_mark_delete_pruning_is_deferred_to_the_end_of_the_pass() -> Non
 
     def interleave(_stage: str, _index: int) -> None:
         d.ack(c1, (1, 0))
+        assert d.recently_joined is not None
         seen.append(c3 in d.recently_joined)
 
     d.scheduled_read = False

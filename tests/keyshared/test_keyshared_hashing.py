@@ -75,8 +75,7 @@ def test_hash_respects_a_custom_range(key: bytes, range_max: int) -> None:
 
 
 def test_sticky_key_priority() -> None:
-    full = {"partition_key": "pk", "producer_name": "prod", "sequence_id": 7}
-    assert resolve_sticky_key(ordering_key=b"ok", **full) == b"ok"
+    assert resolve_sticky_key(ordering_key=b"ok", partition_key="pk", producer_name="prod", sequence_id=7) == b"ok"
     assert resolve_sticky_key(ordering_key="ök") == "ök".encode()
     assert resolve_sticky_key(partition_key="pk", producer_name="prod", sequence_id=7) == b"pk"
     assert resolve_sticky_key(producer_name="prod", sequence_id=7) == b"prod-7"

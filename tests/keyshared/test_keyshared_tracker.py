@@ -129,7 +129,8 @@ def test_a_closing_removal_never_unblocks_and_a_closed_map_refuses_adds_without_
 def test_a_hash_that_comes_back_releases_its_entry_and_unblocks_at_once() -> None:
     observations, state = run([add(2, 0, A), add(2, 1, A), move(A, 1), block(1, A), move(A, 2)])
     assert observations[4] == {"unblocked": [A]}
-    assert state["draining"] == [] and state["pending"][1] == [2, [[0, A], [1, A]]]
+    pending = state["pending"]
+    assert state["draining"] == [] and isinstance(pending, list) and pending[1] == [2, [[0, A], [1, A]]]
 
 
 def test_a_draining_hash_that_moves_on_keeps_its_entry() -> None:
@@ -194,7 +195,7 @@ def test_a_buggy_reference_tracker_diverges_from_the_model() -> None:
             entry.blocked_count = 0
         return blocked
 
-    tracker.should_block_sticky_key_hash = forgetful  # type: ignore[method-assign]
+    tracker.should_block_sticky_key_hash = forgetful  # type: ignore[method-assign,assignment]
     lockstep = Lockstep(KeySharedTrackerModel(), reference)
     outcomes = [lockstep.apply(a) for a in (add(2, 0, A), move(A, 1), block(1, A))]
     assert [o.failures for o in outcomes] == [(), (), (DIVERGENCE,)]

@@ -6,6 +6,8 @@ pip379 is run on the very same steps and keeps it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from reference_impl.keyshared import KeySharedDispatcher, ReadType
@@ -42,7 +44,7 @@ def test_keys_of_the_flows_map_as_the_spec_says() -> None:
     assert d.selector.select(H4) is c3 and d.selector.select(H0) is c2 and d.selector.select(H5) is c1
 
 
-def issue_1(variant: str) -> tuple[ClientLog, dict[str, object]]:
+def issue_1(variant: str) -> tuple[ClientLog, dict[str, Any]]:
     """Race between read and join (§6a issue-1), up to and including the removal of consumer1."""
     log = new_log(variant)
     d = log.d
@@ -148,7 +150,7 @@ def test_issue_1_pip379_ack_path_unblocks_with_a_callback() -> None:
     assert log.ks_i1 == [] and log.ks_i4 == []
 
 
-def issue_2(variant: str) -> tuple[ClientLog, list[object]]:
+def issue_2(variant: str) -> tuple[ClientLog, list[Any]]:
     """Replay without any consumer action (§6a issue-2)."""
     log = new_log(variant)
     d = log.d
@@ -199,7 +201,7 @@ def test_issue_2_pip379_passes() -> None:
     assert log.ks_i1 == [] and log.ks_i4 == []
 
 
-def liveness_21199(variant: str) -> tuple[ClientLog, list[object]]:
+def liveness_21199(variant: str) -> tuple[ClientLog, list[Any]]:
     """#21199: a reconnecting consumer behind an unacked message of another key."""
     log = new_log(variant)
     d = log.d
@@ -249,7 +251,7 @@ def test_21199_pip379_blocks_only_the_moved_key() -> None:
     assert log.ks_i1 == [] and log.ks_i4 == []
 
 
-def reconnect(variant: str) -> tuple[ClientLog, list[object]]:
+def reconnect(variant: str) -> tuple[ClientLog, list[Any]]:
     """§6b reconnect + replay."""
     log = new_log(variant)
     d = log.d

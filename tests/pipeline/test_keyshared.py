@@ -132,7 +132,7 @@ def test_each_sql_rule_fires_on_its_own_case_and_nowhere_else(spark: SparkSessio
 
 
 def test_bench_produces_the_table_and_its_page(spark: SparkSession, tmp_path: Path) -> None:
-    text = pipeline_bench(["keyshared"], 4000, tmp_path, masters=(spark.sparkContext.master,))
+    text = pipeline_bench(["keyshared"], 4000, tmp_path, masters=(str(spark.sparkContext.master),))
     lines = text.splitlines()
     assert lines[0].startswith("pipeline keyshared: 4,000 events")
     assert [line.split("  ")[0] for line in lines[2:]] == [
