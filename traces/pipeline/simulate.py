@@ -1,8 +1,9 @@
-"""Write large event logs by random walks over the models, with known-bad variants injected.
+"""Write large event logs from the reference implementations, with known-bad variants injected.
 
-Each partition (one limiter, one tracker) is a seeded random walk over the model's enabled actions;
-the model stands in for the reference implementation (they are lockstep-tested to agree), which
-keeps simulation fast enough for millions of events. A faulted partition walks a known-bad variant
+Each partition (one limiter, one tracker) is a seeded random walk: the model picks among the actions
+it enables, the reference implementation takes each one, and the record holds what the reference
+returned and its state projected onto the model's variables (as a port would report them), so the
+log is the reference's behaviour, not the model's. A faulted partition walks a known-bad variant
 and is re-seeded until the bug actually shows within its events, so a checker must find exactly
 the faulted partitions. Key_Shared logs are broker event logs written by the reference dispatcher
 itself (`keyshared_sim`).
@@ -20,8 +21,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from models.core import Action, Model, violated
+from models.core import Action, Model
 from properties import registry
+from properties.lockstep import Lockstep
 from traces.pipeline import keyshared_sim
 from traces.pipeline.schema import columns, spec
 
@@ -45,25 +47,38 @@ def model(mechanism: str, variant: str) -> Model[Any]:
                                               variant)
 
 
-def _walk(model_: Model[Any], length: int, rng: random.Random) -> tuple[list[dict[str, Any]], bool]:
-    """One random walk of up to `length` actions; the records and whether an invariant broke."""
-    state = model_.initial()
+def _walk(mechanism: str, variant: str, length: int, rng: random.Random) -> tuple[list[dict[str, Any]], bool]:
+    """One random walk of up to `length` actions on the reference; the records and whether it failed.
+
+    A failure is an invariant broken or a divergence from the model (which a known-bad variant never
+    shows: its reference and model are lockstep-tested to agree too).
+    """
+    model_ = model(mechanism, variant)
+    make_reference = registry.get(mechanism).make_reference
+    reference = make_reference(model_.config, variant) if make_reference is not None else None
+    lockstep = Lockstep(model_, reference)
     records: list[dict[str, Any]] = []
     broke = False
-    for seq in range(length):
-        enabled: Sequence[Action] = model_.enabled(state)
-        if not enabled:
-            break
-        action = rng.choice(list(enabled))
-        state, observation = model_.step(state, action)
-        records.append({
-            "seq": seq,
-            "action": action.name,
-            "params": json.dumps(action.as_dict(), sort_keys=True),
-            "observation": None if observation is None else json.dumps(observation, sort_keys=True),
-            "vars": json.dumps(model_.vars(state), sort_keys=True),
-        })
-        broke = broke or bool(violated(model_, state))
+    try:
+        for seq in range(length):
+            enabled: Sequence[Action] = model_.enabled(lockstep.state)
+            if not enabled:
+                break
+            action = rng.choice(list(enabled))
+            outcome = lockstep.apply(action)
+            observation = outcome.observation
+            records.append({
+                "seq": seq,
+                "action": action.name,
+                "params": json.dumps(action.as_dict(), sort_keys=True),
+                "observation": None if observation is None else json.dumps(observation, sort_keys=True),
+                "vars": json.dumps(outcome.vars, sort_keys=True),
+            })
+            broke = broke or bool(outcome.failures)
+    finally:
+        close = getattr(reference, "close", None)
+        if close is not None:
+            close()
     return records, broke
 
 
@@ -71,11 +86,10 @@ def partition_records(mechanism: str, key: int, length: int, seed: int, fault: s
     """The records of partition `key`; with `fault`, the first re-seeded walk that shows the bug."""
     log = spec(mechanism)
     if fault is None:
-        records, _ = _walk(model(mechanism, registry.get(mechanism).current), length, random.Random(f"{seed}:{key}"))
+        records, _ = _walk(mechanism, registry.get(mechanism).current, length, random.Random(f"{seed}:{key}"))
     else:
-        faulty = model(mechanism, fault)
         for attempt in range(_FAULT_ATTEMPTS):
-            records, broke = _walk(faulty, length, random.Random(f"{seed}:{key}:{fault}:{attempt}"))
+            records, broke = _walk(mechanism, fault, length, random.Random(f"{seed}:{key}:{fault}:{attempt}"))
             if broke:
                 break
         else:
