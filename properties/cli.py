@@ -470,7 +470,8 @@ def cmd_pipeline_check(args: argparse.Namespace) -> int:
     if not Path(args.input).exists():
         raise UsageError(f"pipeline check: {args.input}: no such file or directory")
     try:
-        summary = check(args.mechanism, Path(args.input), Path(args.out), master=args.master, progress=_progress)
+        summary = check(args.mechanism, Path(args.input), Path(args.out), master=args.master, progress=_progress,
+                        conformance=args.conformance)
     except SparkUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return INFRA
@@ -682,6 +683,9 @@ def _parser() -> argparse.ArgumentParser:
     pcheck.add_argument("--input", required=True, help="a JSON-lines or Parquet log")
     pcheck.add_argument("--out", required=True, help="directory for violations, traces and summary.json")
     pcheck.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    pcheck.add_argument("--conformance", action="store_true",
+                        help="keyshared: replay every subscription through the full pip379 model (slower), so a log "
+                             "that delivers differently from pip379 fails even where KS-I1 and KS-I4 hold")
     pcheck.set_defaults(run=cmd_pipeline_check)
 
     pexplore = pipeline_sub.add_parser("explore", help="swarm random walks over many seeds in Spark tasks")

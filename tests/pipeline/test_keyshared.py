@@ -7,6 +7,7 @@ One Spark run per test (each checks several things about its run), so pytest-xdi
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,8 @@ from traces.format import load
 from traces.pipeline.bench import pipeline_bench
 from traces.pipeline.check import check, prepare, quarantine_reason, read_log, sql_checks
 from traces.pipeline.keyshared_check import python_replay, python_sql_checks, read_table
-from traces.pipeline.keyshared_log import Record
-from traces.pipeline.keyshared_sim import to_table
+from traces.pipeline.keyshared_log import Record, client_verdict
+from traces.pipeline.keyshared_sim import to_table, walk
 from traces.pipeline.simulate import Simulation, simulate
 from traces.replay import replay
 
@@ -141,3 +142,25 @@ def test_bench_produces_the_table_and_its_page(spark: SparkSession, tmp_path: Pa
     assert "× of 500,000" in lines[3] and "× of 100,000" in lines[4]
     page = (tmp_path / "pipeline-keyshared.md").read_text()
     assert "| SQL window checks |" in page and "pipeline-keyshared.md" in (tmp_path / "README.md").read_text()
+
+
+def test_conformance_replays_every_subscription_through_pip379_and_flags_a_log_that_leaves_it(
+    spark: SparkSession, tmp_path: Path,
+) -> None:
+    """Subscription 5 is a classic run that delivers differently from pip379 yet keeps KS-I1 and KS-I4:
+    the default check (client record) passes it, `conformance` flags exactly it, and its trace replays."""
+    records = [r for key in range(10) if key != 5 for r in walk("pip379", key, 30, random.Random(f"clean:{key}"))]
+    leaver = walk("classic", 5, 30, random.Random("conf:classic:22"))
+    assert client_verdict(leaver).step is None
+    log = tmp_path / "log.parquet"
+    pq.write_table(to_table(sorted(records + leaver)), log)
+    default = check("keyshared", log, tmp_path / "default", spark=spark)
+    assert default["violating_partitions"] == [] and default["conformance"] is False
+    strict = check("keyshared", log, tmp_path / "strict", spark=spark, conformance=True)
+    assert strict["violating_partitions"] == [5] and strict["explained_by"] == {"5": None}
+    violations = [json.loads(line) for line in (tmp_path / "strict" / "violations.jsonl").read_text().splitlines()]
+    assert [(v["key"], v["source"], v["check"]) for v in violations] == [(5, "model", DIVERGENCE)]
+    path = strict["traces"]["5"]
+    trace = load(Path(path))
+    result = replay(trace, path)
+    assert result.step == trace.failure["step"] and result.failures == (DIVERGENCE,)

@@ -155,14 +155,14 @@ def replay_partition(mechanism: str, frame: pd.DataFrame) -> Verdict:
     return verdict
 
 
-def replay_all(mechanism: str, valid: DataFrame) -> DataFrame:
+def replay_all(mechanism: str, valid: DataFrame, conformance: bool = False) -> DataFrame:
     """One verdict row per partition; each partition reaches Python whole, as one Arrow batch.
 
     Key_Shared streams Arrow batches instead (`keyshared_check.replay_all`), so `valid` must be
     partitioned by the key and sorted by seq within, as `prepare` leaves it.
     """
     if mechanism == "keyshared":
-        return keyshared_check.replay_all(valid)
+        return keyshared_check.replay_all(valid, conformance)
     key = spec(mechanism).key
 
     def per_partition(frame: pd.DataFrame) -> pd.DataFrame:
@@ -275,8 +275,12 @@ def check(
     master: str = "local[*]",
     spark: SparkSession | None = None,
     progress: Progress | None = None,
+    conformance: bool = False,
 ) -> dict[str, Any]:
     """Check the log at `input_path`, write the outputs under `out`, and return the summary.
+
+    `conformance` (Key_Shared) also replays every subscription through the full current model, not
+    only those the client record fails (the other mechanisms always replay the full model).
 
     `out` receives quarantine/ (Spark JSON-lines parts), first_divergence/, violations.jsonl,
     coverage.json, summary.json and traces/<mechanism>-<key>-<n>.json (one per violating partition).
@@ -312,7 +316,7 @@ def check(
     say(f"pipeline {mechanism}: SQL window checks")
     sql_rows = sorted(_rows(sql_checks(mechanism, valid)), key=lambda r: (r[log.key], r["seq"], r["check"]))
     say(f"pipeline {mechanism}: model replay of every partition")
-    replayed = replay_all(mechanism, valid).cache()
+    replayed = replay_all(mechanism, valid, conformance).cache()
     failing = sorted(_rows(replayed.where(F.col("step").isNotNull())), key=lambda r: int(r["key"]))
     partitions = replayed.count()
 
@@ -339,6 +343,7 @@ def check(
     summary: dict[str, Any] = {
         "mechanism": mechanism,
         "input": str(input_path),
+        "conformance": conformance,
         "records": records,
         "checked": checked,
         "quarantined": sum(reasons.values()),

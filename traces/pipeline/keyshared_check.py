@@ -14,10 +14,13 @@ subscription's client record (KS-I1 and KS-I4 exactly as the model checks them, 
 record is one the model could take). Only a subscription that fails goes through the full model
 (`full_verdict`): on pip379 for its first divergence, and on each known-bad variant, any of which
 that follows the log until its own invariant breaks explains it; that run is the saved trace.
+With `conformance`, every subscription also goes through the full pip379 model, so a log that
+delivers differently from pip379 fails as a `divergence` even where KS-I1 and KS-I4 hold.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 from collections.abc import Iterator, Sequence
@@ -45,6 +48,7 @@ from traces.pipeline.keyshared_log import (
     RELEASES,
     REMOVE,
     REQUIRED,
+    ClientVerdict,
     LogError,
     LoggedKeyShared,
     Record,
@@ -177,7 +181,24 @@ def _explain(records: Sequence[Record]) -> tuple[str | None, int | None, str]:
     return (",".join(twins) or None), current.step, detail
 
 
-def _verdicts(table: pa.Table | pa.RecordBatch) -> pa.RecordBatch:
+def _records(table: pa.Table | pa.RecordBatch, lo: int, hi: int) -> list[Record]:
+    rows = table.slice(lo, hi - lo).select(list(columns(MECHANISM))).to_pylist()
+    return [cast(Record, tuple(r.values())) for r in rows]
+
+
+def _leaves_current(records: Sequence[Record]) -> ClientVerdict | None:
+    """Where the log first leaves the current variant's model (as a failed client verdict), or None."""
+    try:
+        part = partition(records)
+    except LogError as exc:
+        return ClientVerdict(1, (DIVERGENCE,), f"not replayable through the model: {exc}", records[0][1])
+    found = full_verdict(part, registry.get(MECHANISM).current)
+    if found.step is None:
+        return None
+    return ClientVerdict(found.step, found.failures, found.detail, part.seqs[found.step - 1])
+
+
+def _verdicts(table: pa.Table | pa.RecordBatch, conformance: bool = False) -> pa.RecordBatch:
     """One verdict row per subscription of `table` (whole subscriptions, sorted by subscription and seq)."""
     sub = np.asarray(_column(table, KEY).fill_null(_NULL))
     seq, consumer, position, hashes = (_numbers(_column(table, n)) for n in ("seq", "consumer", "position", "hash"))
@@ -187,9 +208,10 @@ def _verdicts(table: pa.Table | pa.RecordBatch) -> pa.RecordBatch:
     for lo, hi in _runs(sub):
         verdict = client_verdict_columns(event, consumer, position, hashes, key, seq, lo, hi)
         explained, divergence_step, divergence = None, None, ""
+        if verdict.step is None and conformance:
+            verdict = _leaves_current(_records(table, lo, hi)) or verdict
         if verdict.step is not None:
-            rows = table.slice(lo, hi - lo).select(list(columns(MECHANISM))).to_pylist()
-            explained, divergence_step, divergence = _explain([cast(Record, tuple(r.values())) for r in rows])
+            explained, divergence_step, divergence = _explain(_records(table, lo, hi))
         for name, value in (("key", int(sub[lo])), ("events", hi - lo), ("step", verdict.step),
                             ("seq", verdict.seq), ("failures", ",".join(verdict.failures)),
                             ("detail", verdict.detail),
@@ -202,7 +224,7 @@ def _verdicts(table: pa.Table | pa.RecordBatch) -> pa.RecordBatch:
                                       names=list(out))
 
 
-def replay_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def replay_batches(batches: Iterator[pa.RecordBatch], conformance: bool = False) -> Iterator[pa.RecordBatch]:
     """The `mapInArrow` function: rows arrive sorted by (subscription, seq) in batches that may cut a
     subscription; the last (maybe unfinished) one waits for the next batch."""
     carry: pa.Table | None = None
@@ -216,15 +238,15 @@ def replay_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         last = sub[len(sub) - 1]
         cut = len(sub) - int(np.count_nonzero(np.asarray(sub) == last.as_py()))
         if cut:
-            yield _verdicts(table.slice(0, cut).combine_chunks())
+            yield _verdicts(table.slice(0, cut).combine_chunks(), conformance)
         carry = table.slice(cut)
     if carry is not None and carry.num_rows:
-        yield _verdicts(carry.combine_chunks())
+        yield _verdicts(carry.combine_chunks(), conformance)
 
 
-def replay_all(valid: DataFrame) -> DataFrame:
+def replay_all(valid: DataFrame, conformance: bool = False) -> DataFrame:
     """One verdict row per subscription; `valid` must be partitioned by subscription and sorted by seq within."""
-    return valid.mapInArrow(replay_batches, REPLAY_SCHEMA)
+    return valid.mapInArrow(functools.partial(replay_batches, conformance=conformance), REPLAY_SCHEMA)
 
 
 def read_table(path: Path) -> pa.Table:
