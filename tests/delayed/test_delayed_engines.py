@@ -43,12 +43,6 @@ HYPOTHESIS = settings(
 )
 
 
-@pytest.fixture
-def delayed_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    if "properties.delayed" not in registry._MODULES:
-        monkeypatch.setattr(registry, "_MODULES", (*registry._MODULES, "properties.delayed"))
-
-
 def lockstep(config: dict[str, Param], variant: str, reference_variant: str | None = None) -> Lockstep[DelayedState]:
     return Lockstep(DelayedModel(config, variant), DelayedReference(config, reference_variant or variant))
 
@@ -267,7 +261,6 @@ def write_corpus() -> None:
             save(corpus_trace(engine, mode), corpus_path(engine, mode))
 
 
-@pytest.mark.usefixtures("delayed_registered")
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("mode", list(MODES))
 def test_corpus_trace_reproduces(engine: str, mode: str) -> None:
@@ -291,7 +284,6 @@ def test_corpus_holds_only_the_expected_traces() -> None:
     assert {p.name for p in CORPUS.glob("*.json")} == expected
 
 
-@pytest.mark.usefixtures("delayed_registered")
 def test_the_registry_binds_delayed() -> None:
     mechanism = registry.get("delayed")
     assert mechanism.twins == {"pr23611": "DD-I1"}

@@ -12,10 +12,3 @@ def world() -> Iterator[World]:
         yield w
 
 
-@pytest.fixture
-def metadata_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Register the metadata mechanism for tests that go through the registry (replay, corpus)."""
-    from properties import registry
-
-    if "properties.metadata" not in registry._MODULES:
-        monkeypatch.setattr(registry, "_MODULES", (*registry._MODULES, "properties.metadata"))

@@ -170,7 +170,7 @@ def test_z3_proves_per_path_order_and_the_work_stealing_twin_breaks_it() -> None
     assert all(r.elapsed_s < 10 for r, _ in results)
 
 
-def test_registered_mechanism(metadata_registered: None) -> None:
+def test_registered_mechanism() -> None:
     mechanism = registry.get("metadata")
     assert mechanism is MECHANISM
     assert mechanism.variants == ("pip453", "legacy", "blocking_callback")
@@ -181,7 +181,7 @@ def test_registered_mechanism(metadata_registered: None) -> None:
 
 
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("*.json")), ids=lambda p: Path(p).stem)
-def test_corpus_trace_reproduces(metadata_registered: None, path: Path) -> None:
+def test_corpus_trace_reproduces(path: Path) -> None:
     assert reproduction_problems(path) == []
     trace = load(path)
     assert trace.failure["names"] == ["MD-I5"] and len(trace.actions) <= 8

@@ -35,11 +35,6 @@ LOCKSTEP_CONFIGS: dict[str, Mapping[str, Param]] = {
 FAST = settings(max_examples=60, stateful_step_count=30, derandomize=True, database=None, deadline=None)
 
 
-@pytest.fixture
-def pidquota_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry, "_MODULES", (*registry._MODULES, "properties.pidquota"))
-
-
 def _random_run(config: Mapping[str, Param], variant: str, seed: int, steps: int) -> tuple[str, ...]:
     """Random enabled actions in lockstep with the reference; the first failures, if any."""
     rnd = random.Random(seed)
@@ -204,7 +199,6 @@ def test_z3_encoding_can_forget_the_pid_beyond_the_horizon() -> None:
 # --- corpus and registry -----------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("pidquota_registered")
 @pytest.mark.parametrize("path", [corpus.EXPLORER_TRACE, corpus.HYPOTHESIS_TRACE], ids=lambda p: p.name)
 def test_corpus_trace_reproduces_on_model_and_reference_and_passes_on_current(path: Path) -> None:
     assert reproduction_problems(path) == []
@@ -217,7 +211,6 @@ def test_explorer_corpus_trace_is_what_the_generator_produces() -> None:
     assert dumps(corpus.explorer_trace()) == corpus.EXPLORER_TRACE.read_text(encoding="utf-8")
 
 
-@pytest.mark.usefixtures("pidquota_registered")
 def test_registry_knows_pidquota_with_its_twin_and_proofs() -> None:
     mechanism = registry.get("pidquota")
     assert mechanism.variants == ("current", "no_readd")
