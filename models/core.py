@@ -8,7 +8,7 @@ module under `models/` and nothing else here. This module depends on nothing of 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeAlias, TypeVar
 
@@ -121,3 +121,32 @@ class Model(Protocol[S]):
 def violated(model: Model[S], state: S) -> list[str]:
     """Names of the model's invariants that `state` breaks, in declaration order."""
     return [inv.name for inv in model.invariants if not inv.holds(state)]
+
+
+def check_arguments(
+    mechanism: str, variant: str, variants: Sequence[str], config: Mapping[str, Param] | None, known: Iterable[str]
+) -> None:
+    """A ValueError naming an unknown variant or configuration key.
+
+    Every model checks its arguments the same way, so a typo in a trace's or a port's configuration
+    reads alike whichever mechanism it names, and is never silently ignored.
+    """
+    if variant not in variants:
+        raise ValueError(f"unknown variant {variant!r} of {mechanism} (known: {', '.join(variants)})")
+    keys = set(known)
+    unknown = sorted(set(config or {}) - keys)
+    if unknown:
+        known_keys = ", ".join(sorted(keys))
+        raise ValueError(f"unknown config key(s) of {mechanism}: {', '.join(unknown)} (known: {known_keys})")
+
+
+def configured(
+    mechanism: str,
+    variant: str,
+    variants: Sequence[str],
+    config: Mapping[str, Param] | None,
+    defaults: Mapping[str, Param],
+) -> dict[str, Param]:
+    """`config` completed with `defaults`, once `check_arguments` accepts it."""
+    check_arguments(mechanism, variant, variants, config, defaults)
+    return {**defaults, **(config or {})}

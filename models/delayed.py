@@ -39,7 +39,7 @@ from functools import lru_cache
 from itertools import groupby
 from typing import NamedTuple
 
-from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
+from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
 
 __all__ = [
     "ACTION_NAMES",
@@ -328,12 +328,7 @@ class DelayedModel:
     action_names: Sequence[str] = ACTION_NAMES
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "current") -> None:
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
-        merged = {**EXPLORE_CONFIG, **(config or {})}
-        unknown = sorted(set(merged) - set(EXPLORE_CONFIG))
-        if unknown:
-            raise ValueError(f"unknown config key {unknown[0]!r}")
+        merged = configured(self.mechanism, variant, VARIANTS, config, EXPLORE_CONFIG)
         strict = merged["strict"]
         if not isinstance(strict, bool):
             raise ValueError(f"config 'strict' must be a bool, got {strict!r}")

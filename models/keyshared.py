@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 import mmh3
 
-from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
+from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
 
 VARIANTS = ("pip379", "classic", "pip282")
 ACTION_NAMES = (
@@ -866,13 +866,8 @@ class KeySharedModel:
     mechanism = "keyshared"
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "pip379") -> None:
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
-        unknown = set(config or {}) - set(DEFAULT_CONFIG)
-        if unknown:
-            raise ValueError(f"unknown keyshared config key(s): {', '.join(sorted(unknown))}")
         self.variant = variant
-        self.config: Mapping[str, Param] = {**DEFAULT_CONFIG, **(config or {})}
+        self.config: Mapping[str, Param] = configured(self.mechanism, variant, VARIANTS, config, DEFAULT_CONFIG)
         cfg = self.config
         self.names = tuple(str(n) for n in _tuple(cfg["names"]))
         self.keys = tuple(str(k) for k in _tuple(cfg["keys"]))

@@ -49,7 +49,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
+from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
 
 VARIANTS = ("pip379", "classic", "pip282")
 ACTION_NAMES = (
@@ -243,13 +243,9 @@ class KeySharedTrackerModel:
     mechanism = "keyshared"
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "pip379") -> None:
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
-        unknown = set(config or {}) - set(DEFAULT_CONFIG)
-        if unknown:
-            raise ValueError(f"unknown keyshared tracker config key(s): {', '.join(sorted(unknown))}")
         self.variant = variant
-        self.config: Mapping[str, Param] = {**DEFAULT_CONFIG, **(config or {})}
+        self.config: Mapping[str, Param] = configured("keyshared (tracker scope)", variant, VARIANTS, config,
+                                                      DEFAULT_CONFIG)
         if self.config["scope"] != "tracker":
             raise ValueError(f"the tracker model needs scope 'tracker', got {self.config['scope']!r}")
         self.consumers = _cfg_int(self.config, "consumers")

@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
+from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
 
 VARIANTS = ("pip453", "legacy", "blocking_callback")
 CURRENT = "pip453"
@@ -485,12 +485,7 @@ class MetadataModel:
     action_names: Sequence[str] = ACTION_NAMES
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = CURRENT) -> None:
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown metadata variant {variant!r} (known: {', '.join(VARIANTS)})")
-        cfg: dict[str, Param] = {**DEFAULT_CONFIG, **(config or {})}
-        unknown = sorted(set(cfg) - set(DEFAULT_CONFIG))
-        if unknown:
-            raise ValueError(f"unknown metadata config key {unknown[0]!r}")
+        cfg = configured(self.mechanism, variant, VARIANTS, config, DEFAULT_CONFIG)
         self.config: Mapping[str, Param] = cfg
         self.variant = variant
         self.pip453 = variant != "legacy"

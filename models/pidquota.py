@@ -56,7 +56,7 @@ from functools import lru_cache
 from itertools import pairwise, permutations
 from typing import NamedTuple
 
-from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
+from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
 
 __all__ = [
     "ACTION_NAMES",
@@ -162,12 +162,7 @@ class PidQuotaModel:
     liveness: Sequence[Liveness[PQState]] = ()
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "current") -> None:
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown pidquota variant {variant!r}; expected one of {VARIANTS}")
-        unknown = set(config or {}) - set(_DEFAULTS)
-        if unknown:
-            raise ValueError(f"unknown pidquota config keys: {sorted(unknown)}")
-        cfg = {**_DEFAULTS, **(config or {})}
+        cfg = configured(self.mechanism, variant, VARIANTS, config, _DEFAULTS)
         self.config: Mapping[str, Param] = cfg
         self.variant = variant
         self.window = _int(cfg, "window_ms", 1)

@@ -94,7 +94,7 @@ from typing import Any, NamedTuple, cast
 
 import crc32c
 
-from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
+from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, check_arguments
 
 __all__ = [
     "EXPLORE_ALL_FLOWS_CONFIG",
@@ -1374,14 +1374,26 @@ _FLOW_HARNESS = (("faults", "arm_serialization_fault"), ("allow_deny", "deny_aut
 _HOLDER_STATE = {UNSET: "UNSET", INITIALIZING: "INITIALIZING"}
 
 
+CONFIG_KEYS = frozenset({
+    "scope", "dts", "advance_next", "max_requests", "allow_close",
+    # semaphore scope
+    "max_permits", "max_queue_size", "timeout_ms", "sizes", "invalid_sizes", "release_zero",
+    # flows scope
+    "heap_max", "heap_queue", "heap_timeout_ms", "direct_max", "direct_queue", "direct_timeout_ms", "flows",
+    "connections", "namespaces", "modes", "topic_lists", "topic_changes", "max_topic_changes", "use_hashes",
+    "listing_errors", "broker_errors", "write_failures", "faults", "allow_deny", "lookup_max", "proxy_limiter",
+    "proxy_lookup_max",
+})
+"""Every configuration key either scope reads; each has its default where it is read."""
+
+
 class TopicListModel:
     """The topic-list limiter model (`mechanism = "topiclist"`), for one config and variant."""
 
     mechanism = "topiclist"
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "current") -> None:
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown topiclist variant {variant!r} (expected one of {VARIANTS})")
+        check_arguments(self.mechanism, variant, VARIANTS, config, CONFIG_KEYS)
         cfg: dict[str, Param] = dict(EXPLORE_CONFIG if config is None else config)
         self.config: Mapping[str, Param] = cfg
         self.variant = variant

@@ -14,7 +14,15 @@ IDS = [m.name for m in MECHANISMS]
 
 def test_every_mechanism_of_the_design_is_registered() -> None:
     assert IDS, "no mechanism registered: brokerspec check would prove nothing"
-    assert set(IDS) <= {"topiclist", "keyshared", "delayed", "pidquota", "metadata"}
+    assert set(IDS) == {"topiclist", "keyshared", "delayed", "pidquota", "metadata"}
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS, ids=IDS)
+def test_a_bad_variant_or_config_key_is_one_clear_error_naming_it(mechanism: registry.Mechanism) -> None:
+    with pytest.raises(ValueError, match=f"^unknown variant 'nope' of {mechanism.name} \\(known: "):
+        mechanism.make_model(None, "nope")
+    with pytest.raises(ValueError, match=f"^unknown config key\\(s\\) of {mechanism.name}: typo \\(known: "):
+        mechanism.make_model({"typo": 1}, mechanism.current)
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS, ids=IDS)

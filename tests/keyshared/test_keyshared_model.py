@@ -312,7 +312,7 @@ def test_disabled_actions_raise_and_the_configuration_is_checked() -> None:
         model.step(model.initial(), Action.of("fire"))
     with pytest.raises(ValueError, match="unknown variant"):
         KeySharedModel(None, "pip999")
-    with pytest.raises(ValueError, match="unknown keyshared config"):
+    with pytest.raises(ValueError, match=r"unknown config key\(s\) of keyshared: colour"):
         KeySharedModel({"colour": "red"}, "pip379")
     with pytest.raises(ValueError, match="unknown keyshared action"):
         KeySharedModel({"actions": ("dance",)}, "pip379")

@@ -147,7 +147,7 @@ def test_the_model_refuses_what_the_dispatcher_never_does() -> None:
 
 
 def test_configuration_errors_are_reported() -> None:
-    with pytest.raises(ValueError, match="unknown keyshared tracker config"):
+    with pytest.raises(ValueError, match=r"unknown config key\(s\) of keyshared \(tracker scope\)"):
         KeySharedTrackerModel({"scope": "tracker", "keys": ("4",)})
     with pytest.raises(ValueError, match="hashes in"):
         KeySharedTrackerModel({"position_hashes": (0, 1)})

@@ -186,9 +186,9 @@ def test_a_cache_miss_is_published_before_an_inline_flush() -> None:
 
 
 def test_config_and_variant_are_validated() -> None:
-    with pytest.raises(ValueError, match="unknown metadata variant"):
+    with pytest.raises(ValueError, match="unknown variant"):
         MetadataModel(None, "pip999")
-    with pytest.raises(ValueError, match="unknown metadata config key"):
+    with pytest.raises(ValueError, match="unknown config key"):
         MetadataModel({"nope": 1})
     with pytest.raises(ValueError, match="max_delay_ms"):
         MetadataModel({"max_delay_ms": 0})
