@@ -26,15 +26,15 @@ from models.core import Action, Model, Param
 from properties import profiles, registry
 from properties.coverage import Coverage, Recorder, from_exploration
 from properties.explorer import Exploration, Finding, explore
-from properties.lockstep import DIVERGENCE, Lockstep
+from properties.lockstep import DIVERGENCE
 from properties.registry import Mechanism
 from properties.stateful import FailedRun, build_state_machine, find_failure
+from traces.counterexamples import shrunk
 from traces.format import Trace, TraceError, load, save
 from traces.promote import promote
 from traces.protocol import describe
 from traces.replay import STUCK_KINDS, record, replay
 from traces.report import render
-from traces.shrink import failure_oracle, shrink
 from traces.verify import PORT_PREFIX, PortSpec, record_on_port, run_actions, verify
 
 PASS, VIOLATED, DIVERGED, USAGE, INFRA = 0, 1, 2, 3, 4
@@ -156,14 +156,6 @@ def run_stateful(
     return run, batches, steps[0], time.perf_counter() - started
 
 
-def _shrunk(mechanism: Mechanism, model: Model[Any], actions: Sequence[Any], target: str) -> tuple[Any, ...]:
-    def make() -> Lockstep[Any]:
-        implementation = mechanism.make_reference(model.config, model.variant) if mechanism.make_reference else None
-        return Lockstep(mechanism.make_model(model.config, model.variant), implementation)
-
-    return shrink(actions, failure_oracle(make, target))
-
-
 @dataclass
 class _Report:
     """The check's table and exit code; twins are judged per engine over all configurations."""
@@ -247,7 +239,7 @@ def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: s
         if run is not None and run.actions:
             model = _model(mechanism, config, variant)
             target = expected if expected in run.failures else run.failures[0]
-            actions = _shrunk(mechanism, model, run.actions, target)
+            actions = shrunk(mechanism, model.config, model.variant, run.actions, target)
             path = _save_finding(Path(args.out), mechanism, model, actions, f"hypothesis[{config_name}]", args.seed)
             detail += f"; {target} in {len(actions)} steps: {path}"
             if code:
@@ -375,7 +367,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     model = _model(mechanism, trace.config, trace.variant)
     target = str(names[0])
     try:
-        actions = _shrunk(mechanism, model, trace.actions, target)
+        actions = shrunk(mechanism, model.config, model.variant, trace.actions, target)
     except ValueError:
         raise UsageError(f"{args.trace}: the trace no longer fails with {target}") from None
     out = Path(args.output or args.trace.replace(".json", ".shrunk.json"))
