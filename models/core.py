@@ -118,6 +118,33 @@ class Model(Protocol[S]):
     def vars(self, state: S) -> dict[str, Json]: ...
 
 
+class ModelWrapper(Generic[S]):
+    """A model that passes everything to `inner`: subclasses change one method to watch or restrict it
+    (record the states the harness projects; drop an action to show that coverage notices)."""
+
+    def __init__(self, inner: Model[S]) -> None:
+        self.inner = inner
+        self.mechanism, self.variant, self.config = inner.mechanism, inner.variant, inner.config
+        self.action_names: Sequence[str] = inner.action_names
+        self.invariants: Sequence[Invariant[S]] = inner.invariants
+        self.liveness: Sequence[Liveness[S]] = inner.liveness
+
+    def initial(self) -> S:
+        return self.inner.initial()
+
+    def enabled(self, state: S) -> Sequence[Action]:
+        return self.inner.enabled(state)
+
+    def step(self, state: S, action: Action) -> tuple[S, Observation]:
+        return self.inner.step(state, action)
+
+    def key(self, state: S) -> Hashable:
+        return self.inner.key(state)
+
+    def vars(self, state: S) -> dict[str, Json]:
+        return self.inner.vars(state)
+
+
 def violated(model: Model[S], state: S) -> list[str]:
     """Names of the model's invariants that `state` breaks, in declaration order."""
     return [inv.name for inv in model.invariants if not inv.holds(state)]

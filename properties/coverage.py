@@ -9,14 +9,14 @@ the tests fail when a change silently stops reaching one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import seed as hypothesis_seed
 from hypothesis import settings as Settings
 
-from models.core import Action, Invariant, Json, Liveness, Model, Observation, Param
+from models.core import Action, Json, Model, ModelWrapper, Param
 from properties.explorer import Exploration
 from properties.registry import Mechanism
 from properties.stateful import build_state_machine, find_failure
@@ -252,27 +252,12 @@ def from_exploration(model: Model[Any], exploration: Exploration[Any]) -> Covera
     return coverage
 
 
-class _Observed:
+class _Observed(ModelWrapper[Any]):
     """A model that records every state the harness projects (the lockstep projects each one once)."""
 
     def __init__(self, model: Model[Any], seen: list[Vars]) -> None:
-        self.inner, self.seen = model, seen
-        self.mechanism, self.variant, self.config = model.mechanism, model.variant, model.config
-        self.action_names: Sequence[str] = model.action_names
-        self.invariants: Sequence[Invariant[Any]] = model.invariants
-        self.liveness: Sequence[Liveness[Any]] = model.liveness
-
-    def initial(self) -> Any:
-        return self.inner.initial()
-
-    def enabled(self, state: Any) -> Sequence[Action]:
-        return self.inner.enabled(state)
-
-    def step(self, state: Any, action: Action) -> tuple[Any, Observation]:
-        return self.inner.step(state, action)
-
-    def key(self, state: Any) -> Hashable:
-        return self.inner.key(state)
+        super().__init__(model)
+        self.seen = seen
 
     def vars(self, state: Any) -> dict[str, Json]:
         projected = self.inner.vars(state)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import xml.etree.ElementTree as ET
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from models.core import Action, Invariant, Json, Liveness, Model, Observation
+from models.core import Action, Model, ModelWrapper
 from properties import registry
 from properties.cli import PASS, VIOLATED, _Report, main
 from properties.coverage import INTERESTING, NOT_OFFERED, Coverage, from_exploration, from_hypothesis
@@ -98,30 +98,15 @@ def test_exempt_actions_are_really_not_offered() -> None:
         assert set(actions) <= offered
 
 
-class _Without:
+class _Without(ModelWrapper[Any]):
     """The model with one action filtered out of `enabled`: a rule removed."""
 
     def __init__(self, model: Model[Any], dropped: str) -> None:
-        self.inner, self.dropped = model, dropped
-        self.mechanism, self.variant, self.config = model.mechanism, model.variant, model.config
-        self.action_names: Sequence[str] = model.action_names
-        self.invariants: Sequence[Invariant[Any]] = model.invariants
-        self.liveness: Sequence[Liveness[Any]] = model.liveness
-
-    def initial(self) -> Any:
-        return self.inner.initial()
+        super().__init__(model)
+        self.dropped = dropped
 
     def enabled(self, state: Any) -> Sequence[Action]:
         return [a for a in self.inner.enabled(state) if a.name != self.dropped]
-
-    def step(self, state: Any, action: Action) -> tuple[Any, Observation]:
-        return self.inner.step(state, action)
-
-    def key(self, state: Any) -> Hashable:
-        return self.inner.key(state)
-
-    def vars(self, state: Any) -> dict[str, Json]:
-        return self.inner.vars(state)
 
 
 def test_filtering_an_action_out_of_enabled_fails_coverage() -> None:
