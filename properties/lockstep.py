@@ -10,6 +10,7 @@ beside the reference), explained by its `disagreement` attribute.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -98,3 +99,12 @@ class Lockstep(Generic[S]):
                 failures.append(DIVERGENCE)
             model_vars = actual
         return StepOutcome(observed, model_vars, tuple(failures), detail)
+
+
+def first_failure(lockstep: Lockstep[S], rng: random.Random, steps: int) -> StepOutcome | None:
+    """A seeded random walk of up to `steps` enabled actions; the first failing step's outcome, or None."""
+    for _ in range(steps):
+        outcome = lockstep.apply(rng.choice(lockstep.model.enabled(lockstep.state)))
+        if outcome.failures:
+            return outcome
+    return None

@@ -23,7 +23,7 @@ from properties.keyshared import (
     MECHANISM,
     KeySharedReference,
 )
-from properties.lockstep import DIVERGENCE, Lockstep
+from properties.lockstep import DIVERGENCE, Lockstep, first_failure
 from properties.stateful import build_state_machine, find_failure
 from tests.keyshared import corpus
 from traces.format import dumps, load
@@ -36,13 +36,9 @@ FAST = settings(max_examples=60, stateful_step_count=30, derandomize=True, datab
 
 def _random_run(config: Mapping[str, Param], variant: str, seed: int, steps: int) -> tuple[str, ...]:
     """Random enabled actions in lockstep with the reference; the first failures, if any."""
-    rnd = random.Random(seed)
     lockstep = Lockstep(KeySharedModel(config, variant), KeySharedReference(config, variant))
-    for _ in range(steps):
-        outcome = lockstep.apply(rnd.choice(lockstep.model.enabled(lockstep.state)))
-        if outcome.failures:
-            return outcome.failures + ((outcome.detail,) if outcome.detail else ())
-    return ()
+    outcome = first_failure(lockstep, random.Random(seed), steps)
+    return outcome.failures + ((outcome.detail,) if outcome.detail else ()) if outcome else ()
 
 
 # --- lockstep with the reference ---------------------------------------------------------------------

@@ -21,7 +21,7 @@ from properties import registry
 from properties.explorer import explore
 from properties.keyshared import MECHANISM, make_model, make_reference
 from properties.keyshared_tracker import KeySharedTrackerReference
-from properties.lockstep import DIVERGENCE, Lockstep
+from properties.lockstep import DIVERGENCE, Lockstep, first_failure
 from properties.stateful import build_state_machine, find_failure
 from reference_impl.keyshared import Consumer
 
@@ -62,13 +62,9 @@ def run(
 
 
 def _random_run(config: Mapping[str, Param], variant: str, seed: int, steps: int) -> tuple[str, ...]:
-    rnd = random.Random(seed)
     lockstep = Lockstep(KeySharedTrackerModel(config, variant), KeySharedTrackerReference(config, variant))
-    for _ in range(steps):
-        outcome = lockstep.apply(rnd.choice(lockstep.model.enabled(lockstep.state)))
-        if outcome.failures:
-            return (*outcome.failures, outcome.detail)
-    return ()
+    outcome = first_failure(lockstep, random.Random(seed), steps)
+    return (*outcome.failures, outcome.detail) if outcome else ()
 
 
 # --- the semantics of §4.2, §4.3 and §4.5, on the model and the reference at once ----------------------------

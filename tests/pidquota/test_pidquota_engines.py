@@ -17,7 +17,7 @@ from models.pidquota import ACTION_NAMES, EXPLORE_CONFIG, HYPOTHESIS_CONFIG, Pid
 from properties import pidquota_z3, registry
 from properties.bmc import bmc
 from properties.explorer import explore
-from properties.lockstep import DIVERGENCE, Lockstep
+from properties.lockstep import DIVERGENCE, Lockstep, first_failure
 from properties.pidquota import MECHANISM, PidQuotaReference, false_positive_rates
 from properties.stateful import build_state_machine, find_failure
 from reference_impl.pidquota import default_pid_hasher
@@ -37,13 +37,9 @@ FAST = settings(max_examples=60, stateful_step_count=30, derandomize=True, datab
 
 def _random_run(config: Mapping[str, Param], variant: str, seed: int, steps: int) -> tuple[str, ...]:
     """Random enabled actions in lockstep with the reference; the first failures, if any."""
-    rnd = random.Random(seed)
     lockstep = Lockstep(PidQuotaModel(config, variant), PidQuotaReference(config, variant))
-    for _ in range(steps):
-        outcome = lockstep.apply(rnd.choice(lockstep.model.enabled(lockstep.state)))
-        if outcome.failures:
-            return outcome.failures
-    return ()
+    outcome = first_failure(lockstep, random.Random(seed), steps)
+    return outcome.failures if outcome else ()
 
 
 # --- lockstep with the reference ---------------------------------------------------------------------
