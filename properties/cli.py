@@ -24,6 +24,7 @@ from hypothesis import settings as Settings
 
 from models.core import Action, Model, Param
 from properties import profiles, registry
+from properties.conformance import Conformance, conform
 from properties.coverage import Coverage, Recorder, from_exploration
 from properties.explorer import Exploration, Finding, explore
 from properties.lockstep import DIVERGENCE
@@ -38,6 +39,10 @@ from traces.report import render
 from traces.verify import PORT_PREFIX, PortSpec, record_on_port, run_actions, verify
 
 PASS, VIOLATED, DIVERGED, USAGE, INFRA = 0, 1, 2, 3, 4
+
+CONFORMANCE_STEPS = 150_000
+"""Default steps of conformance replay per configuration: every transition of most configurations, and the
+shallowest transitions first of the few larger ones (which the table then marks bounded)."""
 
 
 class UsageError(Exception):
@@ -110,10 +115,14 @@ def run_explorer(mechanism: Mechanism, variant: str, config_name: str, max_state
 
 
 def run_stateful(
-    mechanism: Mechanism, variant: str, config: Mapping[str, Param], seed: int, budget_s: float, profile: str,
-    coverage: Coverage | None = None,
+    mechanism: Mechanism, variant: str, config: Mapping[str, Param], seed: int, budget_s: float | None, profile: str,
+    coverage: Coverage | None = None, batches_max: int | None = None,
 ) -> tuple[FailedRun | None, int, int, float]:
-    """Hypothesis lockstep batches (seed, seed+1, ...) until a failure or the budget; (run, batches, steps, s).
+    """Hypothesis lockstep batches (seed, seed+1, ...) until a failure, `batches_max` batches or `budget_s`
+    seconds, whichever comes first; (run, batches, steps, s). At least one batch always runs.
+
+    A budget in batches is deterministic: the same seed runs the same examples on any machine under
+    any load. Seconds are only a cap.
 
     With `coverage`, the runs also record the actions they took and the interesting states they
     reached into it (off by default: the bench measures steps/s without that overhead). Hypothesis'
@@ -146,7 +155,14 @@ def run_stateful(
     started = time.perf_counter()
     batches = 0
     run: FailedRun | None = None
-    while run is None and (batches == 0 or time.perf_counter() - started < budget_s):
+    def more() -> bool:
+        if batches == 0:
+            return True
+        if batches_max is not None and batches >= batches_max:
+            return False
+        return budget_s is None or time.perf_counter() - started < budget_s
+
+    while run is None and more():
         error = find_failure(hypothesis_seed(seed + batches)(machine), settings)
         batches += 1
         if error is not None:
@@ -165,6 +181,12 @@ class _Report:
     worst: int = PASS
     coverage: dict[str, dict[str, Coverage]] = field(default_factory=dict)
     """By engine, then mechanism."""
+    current_failed: set[tuple[str, str, str]] = field(default_factory=set)
+    """(mechanism, engine, configuration) where the current variant failed: twins are not judged there."""
+
+    def judged(self, mechanism: str, engine: str, config: str) -> bool:
+        """A twin's catch counts only where the current variant passes the same configuration."""
+        return (mechanism, engine, config) not in self.current_failed
 
     def add(self, row: list[str], code: int) -> None:
         self.rows.append(row)
@@ -208,6 +230,10 @@ def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str
         if not result.complete:
             detail += " (bounded)"
         verdict, code = _verdict(names, expected)
+        if expected is None and names:
+            report.current_failed.add((mechanism.name, "explorer", config_name))
+        if expected is not None and not report.judged(mechanism.name, "explorer", config_name):
+            verdict, names = "not judged (the current variant fails here)", []
         caught = caught or (expected is not None and expected in names)
         if result.findings and (expected is None or expected in names):
             finding = next(f for f in result.findings if expected is None or f.name == expected)
@@ -225,16 +251,22 @@ def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str
 def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report) -> bool:
     expected = mechanism.twins.get(variant)
     for config_name, config in mechanism.hypothesis_configs.items():
-        _progress(f"  hypothesis {mechanism.name}/{variant}/{config_name}: up to {args.budget:g}s, {args.profile}")
+        cap = f", at most {args.budget:g}s" if args.budget is not None else ""
+        label = f"{mechanism.name}/{variant}/{config_name}"
+        _progress(f"  hypothesis {label}: {args.batches} batch(es){cap}, {args.profile}")
         coverage = None
         if variant == mechanism.current:
             coverage = Coverage(mechanism.name, variant, tuple(_model(mechanism, config, variant).action_names))
         run, batches, steps, elapsed = run_stateful(mechanism, variant, config, args.seed, args.budget, args.profile,
-                                                    coverage)
+                                                    coverage, batches_max=args.batches)
         if coverage is not None:
             report.cover("hypothesis", coverage)
         names = list(run.failures) if run else []
         verdict, code = _verdict(names, expected)
+        if expected is None and names:
+            report.current_failed.add((mechanism.name, "hypothesis", config_name))
+        if expected is not None and not report.judged(mechanism.name, "hypothesis", config_name):
+            verdict, names = "not judged (the current variant fails here)", []
         detail = f"{steps} steps in {batches} batch(es) from seed {args.seed}"
         if run is not None and run.actions:
             model = _model(mechanism, config, variant)
@@ -253,6 +285,43 @@ def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: s
     return False
 
 
+def run_conformance(
+    mechanism: Mechanism, variant: str, config_name: str, max_steps: int | None, max_states: int | None = None
+) -> Conformance:
+    """Every transition of the explorer's configuration `config_name`, replayed on the reference."""
+    make_reference = mechanism.make_reference
+    assert make_reference is not None
+    config = mechanism.explore_configs[config_name]
+    model = _model(mechanism, config, variant)
+    label = f"{mechanism.name}/{variant}/{config_name}"
+    _progress(f"  conformance {label}: every transition on the reference"
+              + (f", at most {max_steps} steps" if max_steps is not None else ""))
+    return conform(lambda: mechanism.make_model(config, variant), lambda: make_reference(model.config, variant),
+                   max_states=max_states, max_steps=max_steps, terminal_ok=getattr(model, "terminal_ok", None),
+                   progress=lambda line: _progress(f"  conformance {label}: {line}"))
+
+
+def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report) -> None:
+    """The reference replays every explored transition (the current variant only: a twin's model shares its bug)."""
+    if mechanism.make_reference is None or args.conformance_steps == 0:
+        return
+    for config_name, config in mechanism.explore_configs.items():
+        result = run_conformance(mechanism, variant, config_name, args.conformance_steps, args.max_states)
+        detail = result.summary()
+        found = result.deviation
+        verdict, code = "pass", PASS
+        if found is not None:
+            model = _model(mechanism, config, variant)
+            actions = shrunk(mechanism, model.config, variant, found.actions, found.target) if found.actions else ()
+            path = _save_finding(Path(args.out), mechanism, model, actions, f"conformance[{config_name}]", None)
+            verdict, code = f"VIOLATED {','.join(found.failures)}", VIOLATED
+            detail += f"; {found.target} in {len(actions)} steps ({found.detail}): {path}"
+            _progress(f"reproduce: brokerspec replay {path} --against reference")
+            report.current_failed.add((mechanism.name, "conformance", config_name))
+        report.add([mechanism.name, f"conformance[{config_name}]", variant, verdict, detail,
+                    f"{result.elapsed_s:.1f}s"], code)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     report = _Report()
     for mechanism in _mechanisms(args.mechanism):
@@ -260,6 +329,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         for variant in variants:
             _model(mechanism, None, variant)
             expected = mechanism.twins.get(variant)
+            if expected is None:
+                _check_conformance(args, mechanism, variant, report)
             for engine, check in (("explorer", _check_explorer), ("hypothesis", _check_hypothesis)):
                 if not check(args, mechanism, variant, report) and expected is not None:
                     report.add([mechanism.name, engine, variant, f"TWIN MISSED ({expected})",
@@ -290,7 +361,7 @@ def _verdict(found: Sequence[str], expected: str | None) -> tuple[str, int]:
     if expected is None:
         if not found:
             return "pass", PASS
-        return f"VIOLATED {','.join(found)}", DIVERGED if found == [DIVERGENCE] else VIOLATED
+        return f"VIOLATED {','.join(found)}", VIOLATED  # a divergence of the reference is a bug too; 2 is for ports
     if expected in found:
         return f"twin caught ({expected})", PASS
     return "not reached here", PASS
@@ -593,7 +664,13 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="every engine on every mechanism, with a summary table")
     common(check)
     check.add_argument("--variant", help="only this variant (default: current and its known-bad twins)")
-    check.add_argument("--budget", type=float, default=10.0, help="seconds of Hypothesis search per variant")
+    check.add_argument("--batches", type=int, default=3,
+                       help="Hypothesis batches per configuration, seeds SEED, SEED+1, ... (default 3; deterministic)")
+    check.add_argument("--budget", type=float, default=None,
+                       help="optional cap in seconds on each configuration's Hypothesis batches (default: none)")
+    check.add_argument("--conformance-steps", type=int, default=CONFORMANCE_STEPS,
+                       help=f"replayed steps per configuration for the conformance exploration (default "
+                            f"{CONFORMANCE_STEPS:,}; 0 turns it off)")
     check.add_argument("--profile", default="ci", choices=profiles.PROFILES)
     check.add_argument("--depth", type=int, default=10, help="Z3 bounded-proof depth")
     check.add_argument("--max-states", type=int, default=None)

@@ -49,6 +49,12 @@ class Exploration(Generic[S]):
     elapsed_s: float
     findings: list[Finding] = field(default_factory=list)
     coverage: dict[str, int] = field(default_factory=dict)
+    parents: list[int] = field(default_factory=list)
+    """The state each state was first reached from (the breadth-first tree; -1 for the initial state)."""
+    tree_edges: list[int] = field(default_factory=list)
+    """The index of the edge that first reached each state (-1 for the initial state)."""
+    labels: list[Action] | None = None
+    """The action of every edge, when the search was asked to keep them (conformance replays them)."""
     _graph: nx.DiGraph | None = None
 
     @property
@@ -65,6 +71,15 @@ class Exploration(Generic[S]):
     def ok(self) -> bool:
         return not self.findings
 
+    def path_to(self, state: int) -> tuple[Action, ...]:
+        """The shortest action path from the initial state to `state` (needs the edge labels)."""
+        assert self.labels is not None, "explore(..., record_labels=True) keeps the actions of the edges"
+        out: list[Action] = []
+        while self.parents[state] != _SINK:
+            out.append(self.labels[self.tree_edges[state]])
+            state = self.parents[state]
+        return tuple(reversed(out))
+
     @property
     def states_per_second(self) -> float:
         return len(self.states) / self.elapsed_s if self.elapsed_s > 0 else float("inf")
@@ -79,17 +94,20 @@ def explore(
     check_deadlock: bool = True,
     terminal_ok: Callable[[S], bool] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    record_labels: bool = False,
 ) -> Exploration[S]:
     """Enumerate the states reachable in `model` and check its properties on every one.
 
     `max_states` bounds the search (the result is then marked incomplete and liveness is not
     judged, since unexplored successors could reach a good state). `terminal_ok` tells which
-    states without enabled actions are legitimate ends rather than deadlocks.
+    states without enabled actions are legitimate ends rather than deadlocks. `record_labels`
+    keeps the action of every edge, so that every transition can be replayed on an implementation.
     """
     collecting = gc.isenabled()
     gc.disable()  # the search only allocates: collector passes over millions of live tuples cost ~1/3
     try:
-        return _explore(model, max_states, stop_on_violation, check_liveness, check_deadlock, terminal_ok, progress)
+        return _explore(model, max_states, stop_on_violation, check_liveness, check_deadlock, terminal_ok, progress,
+                        record_labels)
     finally:
         if collecting:
             gc.enable()
@@ -103,6 +121,7 @@ def _explore(
     check_deadlock: bool,
     terminal_ok: Callable[[S], bool] | None,
     progress: Callable[[int, int], None] | None,
+    record_labels: bool,
 ) -> Exploration[S]:
     started = time.perf_counter()
     initial = model.initial()
@@ -111,6 +130,8 @@ def _explore(
     parent: list[int] = [_SINK]
     via: list[Action | None] = [None]
     depth: list[int] = [0]
+    tree_edges: list[int] = [_SINK]
+    labels: list[Action] | None = [] if record_labels else None
     sources: list[int] = []
     targets: list[int] = []
     coverage: dict[str, int] = {}
@@ -163,6 +184,9 @@ def _explore(
                 parent.append(i)
                 via.append(action)
                 depth.append(depth[i] + 1)
+                tree_edges.append(len(sources))
+            if labels is not None:
+                labels.append(action)
             sources.append(i)
             targets.append(j)
             coverage[action.name] = coverage.get(action.name, 0) + 1
@@ -178,6 +202,9 @@ def _explore(
         elapsed_s=0.0,
         findings=findings,
         coverage=coverage,
+        parents=parent,
+        tree_edges=tree_edges,
+        labels=labels,
     )
     if check_liveness and complete and model.liveness:
         findings.extend(_liveness_findings(model, states, result.graph, path_to, depth))
