@@ -8,6 +8,7 @@ reproduces it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import sys
@@ -47,6 +48,10 @@ shallowest transitions first of the few larger ones (which the table then marks 
 
 class UsageError(Exception):
     """Bad arguments or input: one line, exit code 3."""
+
+
+class _Stop(Exception):
+    """`check --fail-fast`: the first failing row ends the check."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -178,7 +183,11 @@ class _Report:
 
     rows: list[list[str]] = field(default_factory=list)
     codes: list[int] = field(default_factory=list)
+    found: list[dict[str, object]] = field(default_factory=list)
+    """Per row, what failed: the invariant names, the trace and its length (empty where nothing failed)."""
     worst: int = PASS
+    fail_fast: bool = False
+    started: float = field(default_factory=time.perf_counter)
     coverage: dict[str, dict[str, Coverage]] = field(default_factory=dict)
     """By engine, then mechanism."""
     current_failed: set[tuple[str, str, str]] = field(default_factory=set)
@@ -188,10 +197,18 @@ class _Report:
         """A twin's catch counts only where the current variant passes the same configuration."""
         return (mechanism, engine, config) not in self.current_failed
 
-    def add(self, row: list[str], code: int) -> None:
+    def add(self, row: list[str], code: int, found: dict[str, object] | None = None) -> None:
         self.rows.append(row)
         self.codes.append(code)
+        self.found.append({**(found or {}), "after_s": round(time.perf_counter() - self.started, 3)})
         self.worst = max(self.worst, code)
+        if code != PASS and self.fail_fast:
+            raise _Stop
+
+    def as_json(self) -> list[dict[str, object]]:
+        keys = ("mechanism", "engine", "subject", "verdict", "detail", "time")
+        return [{**dict(zip(keys, row, strict=True)), "code": code, **found}
+                for row, code, found in zip(self.rows, self.codes, self.found, strict=True)]
 
     def junit(self, path: Path) -> None:
         """JUnit XML, one testcase per table row, so CI servers show each engine run and its failure."""
@@ -235,16 +252,18 @@ def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str
         if expected is not None and not report.judged(mechanism.name, "explorer", config_name):
             verdict, names = "not judged (the current variant fails here)", []
         caught = caught or (expected is not None and expected in names)
+        found: dict[str, object] = {}
         if result.findings and (expected is None or expected in names):
             finding = next(f for f in result.findings if expected is None or f.name == expected)
             model = _model(mechanism, config, variant)
             path = _save_finding(Path(args.out), mechanism, model, finding.path, f"explorer[{config_name}]", None,
                                  finding)
             detail += f"; {finding.kind} {finding.name} in {len(finding.path)} steps ({finding.detail}): {path}"
+            found = {"failures": names, "target": finding.name, "steps": len(finding.path), "trace": str(path)}
             if code:
                 _progress(f"reproduce: brokerspec replay {path}")
         report.add([mechanism.name, f"explorer[{config_name}]", variant, verdict, detail, f"{result.elapsed_s:.1f}s"],
-                   code if expected is None else PASS)
+                   code if expected is None else PASS, found)
     return caught
 
 
@@ -268,18 +287,21 @@ def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: s
         if expected is not None and not report.judged(mechanism.name, "hypothesis", config_name):
             verdict, names = "not judged (the current variant fails here)", []
         detail = f"{steps} steps in {batches} batch(es) from seed {args.seed}"
+        found: dict[str, object] = {}
         if run is not None and run.actions:
             model = _model(mechanism, config, variant)
             target = expected if expected in run.failures else run.failures[0]
             actions = shrunk(mechanism, model.config, model.variant, run.actions, target)
             path = _save_finding(Path(args.out), mechanism, model, actions, f"hypothesis[{config_name}]", args.seed)
             detail += f"; {target} in {len(actions)} steps: {path}"
+            found = {"failures": names, "target": target, "steps": len(actions), "trace": str(path)}
             if code:
                 _progress(f"reproduce: brokerspec replay {path}")
         elif run is not None:
             detail += f"; {run.detail}"
+            found = {"failures": names, "target": names[0] if names else "exception", "steps": 0}
         report.add([mechanism.name, f"hypothesis[{config_name}]", variant, verdict, detail, f"{elapsed:.1f}s"],
-                   code if expected is None else PASS)
+                   code if expected is None else PASS, found)
         if expected is not None and expected in names:
             return True  # the twin is caught; the remaining configurations add nothing
     return False
@@ -318,12 +340,33 @@ def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: 
             detail += f"; {found.target} in {len(actions)} steps ({found.detail}): {path}"
             _progress(f"reproduce: brokerspec replay {path} --against reference")
             report.current_failed.add((mechanism.name, "conformance", config_name))
+            finding = {"failures": list(found.failures), "target": found.target, "steps": len(actions),
+                       "trace": str(path)}
         report.add([mechanism.name, f"conformance[{config_name}]", variant, verdict, detail,
-                    f"{result.elapsed_s:.1f}s"], code)
+                    f"{result.elapsed_s:.1f}s"], code, finding if found is not None else None)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    report = _Report()
+    report = _Report(fail_fast=args.fail_fast)
+    with contextlib.suppress(_Stop):
+        _run_check(args, report)
+    if not report.rows:
+        raise UsageError("no mechanism to check")
+    if args.junit:
+        report.junit(Path(args.junit))
+    if args.json:
+        print(json.dumps({"rows": report.as_json(), "code": report.worst}, indent=1))
+        return report.worst
+    print(_table(report.rows, ["mechanism", "engine", "variant/invariant", "verdict", "detail", "time"]))
+    for engine, by_mechanism in report.coverage.items():
+        print(f"\ncoverage ({engine}, current variant):")
+        for name, coverage in by_mechanism.items():
+            print(f"  {name}: {coverage.summary()}")
+    print(f"\nbrokerspec check: {'PASS' if report.worst == PASS else 'FAIL'}")
+    return report.worst
+
+
+def _run_check(args: argparse.Namespace, report: _Report) -> None:
     for mechanism in _mechanisms(args.mechanism):
         variants = [args.variant] if args.variant else list(mechanism.variants)
         for variant in variants:
@@ -343,17 +386,6 @@ def cmd_check(args: argparse.Namespace) -> int:
                     "PROOF FAILED" if must_hold else "TWIN MISSED")
                 report.add([mechanism.name, f"z3[{proof.system}]", proof.invariant, verdict, proof.summary(),
                             f"{proof.elapsed_s:.1f}s"], PASS if ok else VIOLATED)
-    if not report.rows:
-        raise UsageError("no mechanism to check")
-    print(_table(report.rows, ["mechanism", "engine", "variant/invariant", "verdict", "detail", "time"]))
-    if args.junit:
-        report.junit(Path(args.junit))
-    for engine, by_mechanism in report.coverage.items():
-        print(f"\ncoverage ({engine}, current variant):")
-        for name, coverage in by_mechanism.items():
-            print(f"  {name}: {coverage.summary()}")
-    print(f"\nbrokerspec check: {'PASS' if report.worst == PASS else 'FAIL'}")
-    return report.worst
 
 
 def _verdict(found: Sequence[str], expected: str | None) -> tuple[str, int]:
@@ -506,6 +538,35 @@ def cmd_bench(args: argparse.Namespace) -> int:
         rows = [[str(r["mechanism"]), k, str(v)] for r in results for k, v in r.items() if k != "mechanism"]
         print(_table(rows, ["mechanism", "measure", "value"]))
     return PASS
+
+
+def cmd_mutants(args: argparse.Namespace) -> int:
+    """Run the default check on each planted bug and say whether it was killed by name, how fast, how short."""
+    from properties import mutants
+
+    try:
+        if args.patch:
+            found = [mutants.load(Path(p)) for p in args.patch]
+        else:
+            found = mutants.discover(Path(args.dir), args.mechanism)
+    except mutants.MutantError as exc:
+        raise UsageError(str(exc)) from None
+    if not found:
+        raise UsageError(f"{args.dir}: no mutant (*.patch) to run")
+    rows, worst = [], PASS
+    for mutant in found:
+        mechanism = _mechanisms([mutant.mechanism])[0]
+        _progress(f"  mutant {mutant.name} ({mutant.mechanism}, must break {mutant.kills})")
+        try:
+            kill = mutants.run(mutant, current=mechanism.current, timeout_s=args.timeout)
+        except mutants.MutantError as exc:
+            raise UsageError(str(exc)) from None
+        verdict = "killed" if kill.killed else "SURVIVED"
+        worst = max(worst, PASS if kill.killed else VIOLATED)
+        rows.append([mutant.name, mutant.kills, verdict, kill.target, kill.engine, str(kill.steps),
+                     f"{kill.after_s:.1f}s", kill.detail[:100]])
+    print(_table(rows, ["mutant", "must break", "verdict", "found", "engine", "steps", "time", "detail"]))
+    return worst
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -676,6 +737,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--max-states", type=int, default=None)
     check.add_argument("--out", default="brokerspec-out", help="where counterexample traces are written")
     check.add_argument("--junit", metavar="FILE", help="also write the table as JUnit XML")
+    check.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
+    check.add_argument("--fail-fast", action="store_true", help="stop at the first failing row")
     check.set_defaults(run=cmd_check)
 
     prove = sub.add_parser("prove", help="Z3 bounded proofs and k-induction, with their twins")
@@ -734,6 +797,13 @@ def _parser() -> argparse.ArgumentParser:
     protocol_p.add_argument("--config", help="only this configuration (default: every Hypothesis configuration)")
     protocol_p.add_argument("--seed", type=int, default=0)
     protocol_p.set_defaults(run=cmd_protocol)
+
+    mutants_p = sub.add_parser("mutants", help="run check on each planted bug (tests/mutants/*.patch): killed by name?")
+    mutants_p.add_argument("patch", nargs="*", help="mutant files (default: every one in --dir)")
+    mutants_p.add_argument("--dir", default="tests/mutants", help="the folder of mutants (default tests/mutants)")
+    mutants_p.add_argument("--mechanism", action="append", help="only this mechanism's mutants (repeatable)")
+    mutants_p.add_argument("--timeout", type=float, default=600.0, help="seconds a check may take (default 600)")
+    mutants_p.set_defaults(run=cmd_mutants)
 
     simulate_p = sub.add_parser("simulate", help="write a large event log by random walks over a model")
     simulate_p.add_argument("--mechanism", required=True)
