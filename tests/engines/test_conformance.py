@@ -1,0 +1,84 @@
+"""The conformance engine replays every explored transition on the implementation, deterministically."""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from models.core import Action, Observation
+from properties.conformance import Deviation, conform, run_walk, tour
+from properties.explorer import explore
+from properties.lockstep import DIVERGENCE
+from tests.engines.tiny import CounterImpl, CounterModel
+
+
+class ResetFromLockedAtOne(CounterImpl):
+    """Wrong on one edge only: `reset` from (x=1, locked) answers the old value. Its target, (0, unlocked),
+    is the initial state, so a replay of the shortest path to every *state* never takes this edge."""
+
+    def apply(self, action: Action) -> Observation:
+        before = (self.x, self.locked)
+        observed = super().apply(action)
+        return {"x": 1} if action.name == "reset" and before == (1, True) else observed
+
+
+class OverflowReported(CounterImpl):
+    """Diverges first (add counts one too many), and says so by name only once x passes the limit."""
+
+    def __init__(self) -> None:
+        super().__init__(off_by_one=True)
+
+    def violations(self) -> list[str]:
+        return ["C-I1"] if self.x > 3 else []
+
+
+def _model() -> CounterModel:
+    return CounterModel({"limit": 3}, "fixed")
+
+
+def test_the_tour_covers_every_edge_of_the_explored_graph() -> None:
+    exploration = explore(_model(), record_labels=True)
+    walks = tour(exploration)
+    assert {e for walk in walks for e in walk} == set(range(exploration.transitions))
+    sources, targets = exploration.edges
+    for walk in walks:  # each walk is a path from the initial state
+        assert sources[walk[0]] == 0
+        assert all(targets[a] == sources[b] for a, b in zip(walk, walk[1:], strict=False))
+
+
+def test_a_correct_implementation_passes_with_every_transition_replayed() -> None:
+    result = conform(_model, CounterImpl)
+    assert result.ok and result.complete
+    assert result.covered == result.edges > 0
+
+
+def test_a_bug_on_one_edge_is_found_although_every_state_is_reached_without_it() -> None:
+    exploration = explore(_model(), record_labels=True)
+    shortest = nx.single_source_shortest_path(exploration.graph, 0)
+    for node in shortest:  # the state cover: shortest path to every state, replayed
+        found, _ = run_walk(_model(), ResetFromLockedAtOne(), exploration.path_to(node))
+        assert found is None
+    result = conform(_model, ResetFromLockedAtOne)
+    assert result.deviation is not None and result.deviation.target == DIVERGENCE
+    assert [str(a) for a in result.deviation.actions] == ["inc()", "lock()", "reset()"]
+    assert "observation" in result.deviation.detail
+
+
+def test_a_divergence_is_followed_until_the_invariant_the_implementation_breaks() -> None:
+    result = conform(_model, OverflowReported)
+    found = result.deviation
+    assert isinstance(found, Deviation)
+    assert found.target == "C-I1" and DIVERGENCE in found.failures
+    assert "after a divergence" in found.detail
+
+
+def test_the_same_inputs_give_the_same_walks_and_the_same_counterexample() -> None:
+    first = conform(_model, ResetFromLockedAtOne)
+    again = conform(_model, ResetFromLockedAtOne)
+    assert (first.deviation, first.steps, first.walks) == (again.deviation, again.steps, again.walks)
+
+
+def test_a_step_budget_bounds_the_replay_and_says_so() -> None:
+    full = conform(_model, CounterImpl)
+    bounded = conform(_model, CounterImpl, max_steps=full.steps // 2)
+    assert not bounded.complete and bounded.covered < bounded.edges
+    assert bounded.steps <= full.steps // 2 and "(bounded)" in bounded.summary()
