@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import networkx as nx
 
 from models.core import Action, Observation
@@ -42,7 +44,7 @@ def test_the_tour_covers_every_edge_of_the_explored_graph() -> None:
     sources, targets = exploration.edges
     for walk in walks:  # each walk is a path from the initial state
         assert sources[walk[0]] == 0
-        assert all(targets[a] == sources[b] for a, b in zip(walk, walk[1:], strict=False))
+        assert all(targets[a] == sources[b] for a, b in itertools.pairwise(walk))
 
 
 def test_a_correct_implementation_passes_with_every_transition_replayed() -> None:
