@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+from properties import mutants
 from properties.explorer import explore
 from properties.registry import Mechanism
 
 EXPLORER_GOAL = 100_000  # distinct states per second
 STATEFUL_GOAL = 2_000  # lockstep steps per second
 HYPOTHESIS_LIMIT_S = 60.0  # time a Hypothesis search gets to find a twin's bug
+CONFORMANCE_BENCH_STEPS = 150_000  # replayed steps the conformance rate is measured on (check's default budget)
 
 OUT = Path("brokerspec-out") / "bench"
 """The default output folder."""
@@ -46,9 +48,31 @@ def _own_bench(mechanism: Mechanism, folder: Path) -> dict[str, object]:
     return mechanism.bench(folder) if mechanism.bench is not None else {}
 
 
+def mutant_key(name: str) -> str:
+    """The result key of one planted bug's time to kill (the JSON keeps these names)."""
+    return f"mutant_{name}_kill_s"
+
+
+def bench_mutants(mechanism: Mechanism, folder: Path = mutants.FOLDER) -> dict[str, object]:
+    """Time to kill each of the mechanism's planted bugs with the default check (a patched copy each).
+
+    Per mutant: the seconds the check took to the failing row (interpreter start and imports
+    excluded), or why it survived; and what was found, by which engine, in how many steps.
+    """
+    out: dict[str, object] = {}
+    if not folder.is_dir():
+        return out
+    for mutant in mutants.discover(folder, [mechanism.name]):
+        kill = mutants.run(mutant, current=mechanism.current)
+        out[mutant_key(mutant.name)] = round(kill.after_s, 2) if kill.killed else f"survived: {kill.target}"
+        out[f"mutant_{mutant.name}_found"] = (f"{kill.target} (must break {mutant.kills}) by {kill.engine}, "
+                                              f"{kill.steps} steps (at most {mutant.max_steps})")
+    return out
+
+
 def bench(mechanism: Mechanism, *, seconds: float, seed: int, folder: Path = OUT) -> dict[str, object]:
     """Measure one mechanism; every value is a plain number or string for the table and JSON."""
-    from properties.cli import run_stateful  # the CLI owns the batching loop; import late to avoid a cycle
+    from properties.cli import run_conformance, run_stateful  # the CLI owns the loops; import late (a cycle)
 
     out: dict[str, object] = {"mechanism": mechanism.name}
     runs = {
@@ -82,6 +106,13 @@ def bench(mechanism: Mechanism, *, seconds: float, seed: int, folder: Path = OUT
             caught = run is not None and invariant in run.failures
             key = time_to_bug_key(invariant, variant, "hypothesis", config_name)
             out[key] = round(elapsed, 2) if caught else f"not found in {HYPOTHESIS_LIMIT_S:g}s"
+    if mechanism.make_reference is not None:
+        conformance = run_conformance(mechanism, mechanism.current, name, CONFORMANCE_BENCH_STEPS)
+        out["conformance_config"] = name
+        out["conformance_steps_per_s"] = round(conformance.steps_per_second)
+        out["conformance_transitions_per_s"] = round(conformance.covered / conformance.elapsed_s)
+        out["conformance_covered"] = f"{conformance.covered} of {conformance.edges} transitions"
+    out.update(bench_mutants(mechanism))
     out.update(_own_bench(mechanism, folder))
     return out
 
@@ -220,6 +251,14 @@ def write_report(folder: Path, mechanism: Mechanism, result: Mapping[str, object
             found = isinstance(result[key], int | float)
             bug_rows.append([variant, invariant, f"{engine}[{config}]", f"{result[key]} s" if found else result[key]])
             bugs.append((f"{variant} ({invariant})", f"{engine}[{config}]", result[key]))
+    kill_rows: list[list[object]] = []
+    for key, seconds in result.items():
+        if key.startswith("mutant_") and key.endswith("_kill_s"):
+            planted = key.removeprefix("mutant_").removesuffix("_kill_s")
+            found_key = f"mutant_{planted}_found"
+            used |= {key, found_key}
+            kill_rows.append([planted, result.get(found_key, ""),
+                              f"{seconds} s" if isinstance(seconds, int | float) else seconds])
     own_figures = [Path(str(v)) for k, v in result.items() if k not in used and str(v).endswith(".png")]
     sections = [
         Section("Speed against the goals", ["engine", "measured", "goal", "ratio", "verdict"], goal_rows,
@@ -228,11 +267,16 @@ def write_report(folder: Path, mechanism: Mechanism, result: Mapping[str, object
     if bugs:
         sections.append(Section("Time to find the known bugs", ["twin", "invariant", "engine[config]", "time"],
                                 bug_rows, [_plot_time_to_bug(folder / f"{name}-time-to-bug.png", name, bugs)]))
+    if kill_rows:
+        sections.append(Section("Time to kill the planted bugs (tests/mutants, default check)",
+                                ["mutant", "found", "time to kill"], kill_rows))
     sections.append(Section("All measurements", ["measure", "value"],
                             [[f"`{k}`", v] for k, v in result.items() if k not in used], own_figures))
     caught = sum(isinstance(v, int | float) for _, _, v in bugs)
+    killed = sum(isinstance(row[2], str) and row[2].endswith(" s") for row in kill_rows)
     summary = "; ".join(
         [*(f"{label} {text} ({ratio:g}× the goal)" for label, ratio, text in plotted),
          f"known bugs found by {caught} of {len(bugs)} engine runs"]
+        + ([f"{killed} of {len(kill_rows)} planted bugs killed by name"] if kill_rows else [])
     )
     return write_markdown(folder, name, sections, title=f"bench: {name}", summary=f"{summary}.")

@@ -154,3 +154,18 @@ def test_an_unwritable_folder_is_a_one_line_usage_error(tmp_path: Path, capsys: 
     assert main(["bench", "--mechanism", "pidquota", "--out", str(tmp_path / "file" / "bench")]) == USAGE
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "cannot write" in err and "\n" not in err
+
+
+def test_page_reports_the_time_to_kill_each_planted_bug(tmp_path: Path) -> None:
+    mechanism = registry.get("pidquota")
+    result = {**_result(mechanism),
+              bench.mutant_key("expire-early"): 1.25, "mutant_expire-early_found": "PQ-I1 (must break PQ-I1) by "
+              "conformance[small], 3 steps (at most 4)",
+              bench.mutant_key("forgets"): "survived: divergence", "mutant_forgets_found": "divergence"}
+    page = bench.write_report(tmp_path, mechanism, result).read_text()
+    assert _rows(page, "Time to kill the planted bugs (tests/mutants, default check)") == [
+        "| expire-early | PQ-I1 (must break PQ-I1) by conformance[small], 3 steps (at most 4) | 1.25 s |",
+        "| forgets | divergence | survived: divergence |",
+    ]
+    assert "1 of 2 planted bugs killed by name." in page.splitlines()[2]
+    assert "mutant_" not in page.split("## All measurements")[1]
