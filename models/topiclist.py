@@ -497,9 +497,11 @@ class _Pools:
         return PENDING
 
     def give_back(self, pool: int, r: int) -> None:
-        """Return `r > 0` permits to a bounded pool and submit a pass."""
+        """Return `r > 0` permits to a bounded pool and submit a pass, unless it is closed
+        (upstream's `processQueue()` returns at once on a closed semaphore and submits nothing)."""
         self.avail[pool] += r
-        _insert(self.execq, _entry(0, PASS, pool, 0))
+        if not self.closed[pool]:
+            _insert(self.execq, _entry(0, PASS, pool, 0))
 
     def cancel_timeout(self, pool: int, rid: int) -> None:
         low = (TIMEOUT << 20) | (pool << 16) | rid
@@ -1735,7 +1737,7 @@ class TopicListModel:
                 s.queue,
                 s.grants,
                 s.timeouts,
-                _tuple_insert(s.execq, _entry(0, PASS, 0, 0)),
+                s.execq if s.closed else _tuple_insert(s.execq, _entry(0, PASS, 0, 0)),
                 s.reqs,
                 (*perms[:pid], 0, *perms[pid + 1 :]),
             ), {"completed": []}
@@ -1827,7 +1829,7 @@ class TopicListModel:
             if n <= old:  # shrinking or equal update: synchronous, works even when closed
                 perms = s.permits
                 newp = len(perms)
-                execq = s.execq if old == n else _tuple_insert(s.execq, _entry(0, PASS, 0, 0))
+                execq = s.execq if old == n or s.closed else _tuple_insert(s.execq, _entry(0, PASS, 0, 0))
                 return SemState(
                     s.now,
                     s.avail + old - n,

@@ -498,7 +498,7 @@ class _FlowsWorld:
                             "key": f"{comp}:{ns}:{mode}",
                             "state": state,
                             "size": size,
-                            "waiters": 0 if h is None else len(h.waiters),
+                            "waiters": 0 if h is None else h.waiters,
                         }
                     )
         conns: list[Json] = [

@@ -79,7 +79,10 @@ class SizeHolder:
     def __init__(self) -> None:
         self.state = SizeState.UNSET
         self.size: int | None = None  # set exactly when the state is KNOWN
-        self.waiters: list[VFuture[int]] = []
+        # One future for every caller while INITIALIZING (upstream keeps one pending future per
+        # holder, spec §4.7); `waiters` counts the callers handed it, for harness projections.
+        self.pending: VFuture[int] | None = None
+        self.waiters = 0
 
     def get_size_async(self) -> VFuture[int]:
         if self.size is not None:
@@ -87,9 +90,10 @@ class SizeHolder:
         if self.state is SizeState.UNSET:
             self.state = SizeState.INITIALIZING
             return completed_future(DEFAULT_TOPIC_LIST_SIZE)
-        waiter: VFuture[int] = VFuture()
-        self.waiters.append(waiter)
-        return waiter
+        if self.pending is None:
+            self.pending = VFuture()
+        self.waiters += 1
+        return self.pending
 
     def update_size(self, actual: int) -> None:
         # State first: a waiter's continuation may re-enter this holder synchronously.
@@ -102,9 +106,9 @@ class SizeHolder:
             self._wake(DEFAULT_TOPIC_LIST_SIZE)
 
     def _wake(self, size: int) -> None:
-        waiters, self.waiters = self.waiters, []
-        for waiter in waiters:
-            waiter.complete(size)
+        pending, self.pending, self.waiters = self.pending, None, 0
+        if pending is not None:
+            pending.complete(size)
 
 
 class TopicListSizeCache:

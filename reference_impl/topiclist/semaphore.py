@@ -268,7 +268,9 @@ class AsyncSemaphore:
         return future
 
     def _submit_pass(self) -> None:
-        self.executor.submit(self._process_queue)
+        # Upstream's processQueue() returns at once on a closed semaphore: it submits nothing.
+        if not self.closed:
+            self.executor.submit(self._process_queue)
 
     @staticmethod
     def _cancel_timeout(pending: Pending) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tests.topiclist.corpus import EXPLORER_TRACE, HYPOTHESIS_TRACE, explorer_trace
+from tests.topiclist.corpus import CLOSE_TRACE, EXPLORER_TRACE, HYPOTHESIS_TRACE, close_trace, explorer_trace
 from traces.format import dumps, load
+from traces.replay import reproduction_problems
 
 
 def test_explorer_trace_regenerates_byte_for_byte() -> None:
@@ -19,3 +20,12 @@ def test_corpus_traces_are_short_upstream_failure_leaks() -> None:
         last = trace.actions[-1]
         failing_field = {"complete_listing": "error", "complete_broker_response": "error_kind"}[last.name]
         assert last.get(failing_field) is not None
+
+
+def test_close_trace_regenerates_and_no_pass_follows_close() -> None:
+    """Issue 20 #4: a release and a shrinking update after close() leave the executor as it was."""
+    assert dumps(close_trace()) == CLOSE_TRACE.read_text(encoding="utf-8")
+    trace = load(CLOSE_TRACE)
+    closed = [s.vars["executor"] for s in trace.steps if s.vars["closed"]]
+    assert len(closed) == 3 and closed[0] == closed[1] == closed[2] == [0]
+    assert reproduction_problems(CLOSE_TRACE) == []

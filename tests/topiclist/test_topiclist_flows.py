@@ -57,6 +57,16 @@ def test_size_holder_states() -> None:
     assert holder.get_size_async().result() == 5
 
 
+def test_size_holder_waiters_share_the_one_pending_future() -> None:
+    """Spec §4.7 (upstream TopicListSizeResultCache): every caller waits on the one pending future."""
+    holder = SizeHolder()
+    holder.get_size_async()
+    f2, f3 = holder.get_size_async(), holder.get_size_async()
+    assert f2 is f3 and holder.waiters == 2
+    holder.update_size(321)
+    assert (f2.result(), f3.result(), holder.waiters) == (321, 321, 0)
+
+
 # -- broker get-topics --------------------------------------------------------------------------------------
 
 

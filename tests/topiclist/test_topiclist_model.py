@@ -281,6 +281,7 @@ def test_close_fails_queued_requests_and_keeps_shrinking_updates_working() -> No
     assert d.do("acquire", permits=1)["status"] == "AlreadyClosed"
     assert d.do("update", permit=0, permits=2) == {"request": 4, "status": "granted", "permit": 1, "permits": 2}
     assert d.v["available_permits"] == 2
+    assert d.v["executor"] == [0, 0]  # a shrinking update after close submits no pass (issue 20 #4)
     assert d.do("update", permit=1, permits=4)["status"] == "AlreadyClosed"
     assert d.v["permits"][1] == 2  # a failed growing update leaves the old permit valid
 

@@ -416,6 +416,8 @@ def test_shrinking_update_and_release_work_after_close() -> None:
     assert sem.available_permits == 6
     sem.release(q)
     assert sem.available_permits == 8
+    # Upstream's processQueue() returns at once when closed: nothing is submitted (issue 20 #4).
+    assert ex.idle()
 
 
 def test_invalid_permit_type() -> None:
