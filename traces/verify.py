@@ -11,7 +11,6 @@ which is what lets the shrinker use the port as its oracle.
 
 from __future__ import annotations
 
-import itertools
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,12 +18,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-import networkx as nx
 from hypothesis import HealthCheck, Phase
 from hypothesis import seed as hypothesis_seed
 from hypothesis import settings as Settings
 
 from models.core import Action, ActionNotEnabled, Json, Model, Observation, Param
+from properties.conformance import tour
 from properties.explorer import explore
 from properties.lockstep import (
     DIVERGENCE,
@@ -169,26 +168,17 @@ def run_actions(
     return None
 
 
-def explorer_paths(model: Model[Any], rng: random.Random, max_states: int) -> Iterator[tuple[Action, ...]]:
-    """Shortest paths to the explored states, deepest first, in seeded random order within a depth.
+def explorer_paths(model: Model[Any], max_states: int) -> Iterator[tuple[Action, ...]]:
+    """Walks that together take every transition of the explored graph (`properties.conformance.tour`).
 
-    The explorer's graph has no action labels, so each edge's action is found again by stepping
-    the model from the edge's source to the state with the target's key.
+    Every edge, not only every state: a wrong observation on one edge hides behind another path to
+    the same target state.
     """
-    result = explore(model, max_states=max_states, check_liveness=False, check_deadlock=False)
-    states, graph = result.states, result.graph
-    paths = nx.single_source_shortest_path(graph, 0)
-    order = sorted(paths, key=lambda n: (-len(paths[n]), rng.random()))
-    covered: set[int] = set()
-    for node in order:
-        if node in covered:
-            continue  # a prefix of a path already taken
-        covered.update(paths[node])
-        actions = []
-        for a, b in itertools.pairwise(paths[node]):
-            want = model.key(states[b])
-            actions.append(next(x for x in model.enabled(states[a]) if model.key(model.step(states[a], x)[0]) == want))
-        yield tuple(actions)
+    result = explore(model, max_states=max_states, check_liveness=False, check_deadlock=False, record_labels=True)
+    labels = result.labels
+    assert labels is not None
+    for walk in tour(result):
+        yield tuple(labels[e] for e in walk)
 
 
 def random_walk(
@@ -303,7 +293,7 @@ def verify(
         return failure is None and time.perf_counter() - started < budget_s * fraction
 
     if explorer is not None:
-        for path in explorer_paths(explorer[0](), rng, max_states):
+        for path in explorer_paths(explorer[0](), max_states):
             failure = run_actions(*explorer, path, engine="explorer")
             runs, steps = runs + 1, steps + len(path)
             used = explorer
