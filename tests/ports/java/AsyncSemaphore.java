@@ -112,7 +112,7 @@ final class AsyncSemaphore {
             grant(rid, n);
         } else if (previous >= 0 && n <= permits.get(previous)) {
             long old = permits.get(previous);
-            if (old != n) {
+            if (old != n && !closed) { // processQueue() returns at once on a closed semaphore
                 schedule(0, PASS, 0);
             }
             available += old - n;
@@ -141,7 +141,9 @@ final class AsyncSemaphore {
         }
         available += value;
         permits.set(pid, 0L);
-        schedule(0, PASS, 0);
+        if (!closed) { // processQueue() returns at once on a closed semaphore: nothing is submitted
+            schedule(0, PASS, 0);
+        }
     }
 
     private void close() {
