@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shlex
 import sys
 import time
@@ -308,7 +309,8 @@ def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: s
 
 
 def run_conformance(
-    mechanism: Mechanism, variant: str, config_name: str, max_steps: int | None, max_states: int | None = None
+    mechanism: Mechanism, variant: str, config_name: str, max_steps: int | None, max_states: int | None = None,
+    workers: int = 1,
 ) -> Conformance:
     """Every transition of the explorer's configuration `config_name`, replayed on the reference."""
     make_reference = mechanism.make_reference
@@ -320,7 +322,7 @@ def run_conformance(
               + (f", at most {max_steps} steps" if max_steps is not None else ""))
     return conform(lambda: mechanism.make_model(config, variant), lambda: make_reference(model.config, variant),
                    max_states=max_states, max_steps=max_steps, terminal_ok=getattr(model, "terminal_ok", None),
-                   progress=lambda line: _progress(f"  conformance {label}: {line}"))
+                   workers=workers, progress=lambda line: _progress(f"  conformance {label}: {line}"))
 
 
 def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report) -> None:
@@ -328,7 +330,8 @@ def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: 
     if mechanism.make_reference is None or args.conformance_steps == 0:
         return
     for config_name, config in mechanism.explore_configs.items():
-        result = run_conformance(mechanism, variant, config_name, args.conformance_steps, args.max_states)
+        result = run_conformance(mechanism, variant, config_name, args.conformance_steps, args.max_states,
+                                 args.workers)
         detail = result.summary()
         found = result.deviation
         verdict, code = "pass", PASS
@@ -737,6 +740,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--max-states", type=int, default=None)
     check.add_argument("--out", default="brokerspec-out", help="where counterexample traces are written")
     check.add_argument("--junit", metavar="FILE", help="also write the table as JUnit XML")
+    check.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                       help="processes that share the conformance replay (default: 2, or 1 on one core); the "
+                            "verdict is the same for any number")
     check.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     check.add_argument("--fail-fast", action="store_true", help="stop at the first failing row")
     check.set_defaults(run=cmd_check)

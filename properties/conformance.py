@@ -20,6 +20,8 @@ is reported by name, with the divergence as its detail.
 
 from __future__ import annotations
 
+import multiprocessing
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +36,9 @@ AFTER_DIVERGENCE = 8
 
 MAX_WALK = 200
 """The longest walk: a counterexample deeper than this is still found, by the next walk's prefix."""
+
+EXCEPTION = "exception"
+"""The failure name of a step on which the implementation raised."""
 
 MAX_DETOUR = 4
 """How far a stuck walk may cross covered edges to reach one that is not."""
@@ -97,6 +102,9 @@ def run_walk(
                 outcome = lockstep.apply(action)
             except ActionNotEnabled:
                 return diverged, index - 1
+            except Exception as error:  # the implementation raised: a failure of its own, with the step
+                return Deviation(tuple(actions[:index]), EXCEPTION, (EXCEPTION,),
+                                 f"{type(error).__name__}: {error}"), index
             target = _target(outcome.failures)
             if target is None:
                 continue
@@ -204,12 +212,15 @@ def conform(
     max_states: int | None = None,
     max_steps: int | None = None,
     terminal_ok: Callable[[Any], bool] | None = None,
+    workers: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> Conformance:
     """Explore `make_model()`'s states, then replay a tour of every edge on fresh implementations.
 
     Stops at the first deviation (shrunk to the shortest path to its edge where it reproduces) or
-    after `max_steps` replayed steps (the result is then bounded).
+    after `max_steps` replayed steps (the result is then bounded). With `workers` > 1 the walks are
+    shared among forked processes; the verdict is the same as with one (the failing walk of lowest
+    index wins, and every walk before it has run), so the count of steps is too.
     """
     started = time.perf_counter()
     model = make_model()
@@ -218,34 +229,91 @@ def conform(
     labels = exploration.labels
     assert labels is not None
     walks = tour(exploration)
-    seen = bytearray(exploration.transitions)
-    steps = runs = 0
     complete = exploration.complete
-    deviation: Deviation | None = None
-    for number, walk in enumerate(walks, start=1):
+    budgeted: list[tuple[int, ...]] = []
+    steps = 0
+    for walk in walks:
         if max_steps is not None and steps + len(walk) > max_steps:
             complete = False
             break
-        actions = [labels[e] for e in walk]
-        found, ran = run_walk(make_model(), make_implementation(), actions)
-        runs, steps = runs + 1, steps + ran
-        if found is not None:
-            deviation = _shortest(make_model, make_implementation, exploration, walk, found)
-            break
+        budgeted.append(walk)
+        steps += len(walk)
+    actions = [[labels[e] for e in walk] for walk in budgeted]
+    failed = _replay(make_model, make_implementation, actions, workers, progress)
+    deviation: Deviation | None = None
+    if failed is not None:
+        index, found = failed
+        budgeted = budgeted[: index + 1]
+        steps = sum(len(w) for w in budgeted[:index]) + len(found.actions)
+        deviation = _shortest(make_model, make_implementation, exploration, budgeted[index], found)
+    seen = bytearray(exploration.transitions)
+    for walk in budgeted if deviation is None else budgeted[:-1]:
         for e in walk:
             seen[e] = 1
-        if progress is not None and number % 2000 == 0:
-            progress(f"{number} of {len(walks)} walks, {steps} steps")
     return Conformance(
         states=len(exploration.states),
         edges=exploration.transitions,
         covered=sum(seen),
-        walks=runs,
+        walks=len(budgeted),
         steps=steps,
         complete=complete and deviation is None,
         elapsed_s=time.perf_counter() - started,
         deviation=deviation,
     )
+
+
+def _replay(
+    make_model: Callable[[], Model[Any]],
+    make_implementation: Callable[[], Implementation],
+    walks: list[list[Action]],
+    workers: int,
+    progress: Callable[[str], None] | None,
+) -> tuple[int, Deviation] | None:
+    """The first failing walk (by index) and what failed, running the walks on `workers` processes.
+
+    Forking is safe only while this process has one thread (a forked child gets no copy of the
+    others, and a lock one of them holds would stay locked): otherwise the walks run here.
+    """
+    if workers <= 1 or len(walks) < 2 * workers or threading.active_count() > 1:
+        for index, walk in enumerate(walks):
+            found, _ = run_walk(make_model(), make_implementation(), walk)
+            if found is not None:
+                return index, found
+            if progress is not None and (index + 1) % 2000 == 0:
+                progress(f"{index + 1} of {len(walks)} walks")
+        return None
+    context = multiprocessing.get_context("fork")
+    lowest = context.Value("q", len(walks))
+    results: Any = context.SimpleQueue()
+
+    def work(first: int) -> None:
+        try:
+            for index in range(first, len(walks), workers):
+                if index > lowest.value:
+                    break
+                found, _ = run_walk(make_model(), make_implementation(), walks[index])
+                if found is not None:
+                    with lowest.get_lock():
+                        lowest.value = min(lowest.value, index)
+                    results.put((index, found))
+                    break
+        finally:
+            results.put(None)  # the parent counts one per worker, whatever happened
+
+    processes = [context.Process(target=work, args=(first,), daemon=True) for first in range(workers)]
+    for process in processes:
+        process.start()
+    failures: list[tuple[int, Deviation]] = []
+    finished = 0
+    while finished < workers:
+        item = results.get()
+        if item is None:
+            finished += 1
+        else:
+            failures.append(item)
+    for process in processes:
+        process.join()
+    return min(failures, key=lambda failure: failure[0]) if failures else None
 
 
 def _shortest(

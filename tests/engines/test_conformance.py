@@ -84,3 +84,24 @@ def test_a_step_budget_bounds_the_replay_and_says_so() -> None:
     bounded = conform(_model, CounterImpl, max_steps=full.steps // 2)
     assert not bounded.complete and bounded.covered < bounded.edges
     assert bounded.steps <= full.steps // 2 and "(bounded)" in bounded.summary()
+
+
+def test_two_workers_give_the_same_verdict_and_counts_as_one() -> None:
+    for implementation in (CounterImpl, ResetFromLockedAtOne, OverflowReported):
+        alone = conform(_model, implementation)
+        shared = conform(_model, implementation, workers=2)
+        assert (shared.deviation, shared.steps, shared.walks, shared.covered) == (
+            alone.deviation, alone.steps, alone.walks, alone.covered)
+
+
+class RaisesOnLock(CounterImpl):
+    def apply(self, action: Action) -> Observation:
+        if action.name == "lock" and self.x == 2:
+            raise KeyError("lock")
+        return super().apply(action)
+
+
+def test_an_exception_in_the_implementation_is_a_failure_with_its_step() -> None:
+    found = conform(_model, RaisesOnLock).deviation
+    assert found is not None and found.target == "exception" and found.detail == "KeyError: 'lock'"
+    assert [a.name for a in found.actions][-1] == "lock"
