@@ -2163,13 +2163,13 @@ class TopicListModel:
         return mx - cast(FlowState, state).avail[pool]
 
     def quiescent(self, state: TLState) -> bool:
-        """TL-I7's premise (§5).
+        """TL-I7's and TL-I8's premise (§5): nothing more can happen without new client input.
 
         Semaphore scope: the executor is idle, nothing is queued and the harness holds no permit
         (every issued permit has value 0). Flows scope: the executor is idle (so no request is
-        queued in any pool and no watcher retry is pending), no listing, broker response or write
-        is pending, nobody waits on a size estimate, and every client request has been replied to
-        or has stopped quietly.
+        queued in any pool and no watcher retry is pending), and no listing, broker response or
+        write awaits the harness. A request still unanswered here never will be: TL-I8 judges it
+        (the premise does not assume that every request was answered).
         """
         if state.execq:
             return False
@@ -2180,7 +2180,7 @@ class TopicListModel:
             if q:
                 return False
         for r in fs.reqs:
-            if r.stage != ST_NONE or not (r.replies or r.quiet):
+            if r.stage == ST_LIST:
                 return False
         return all(not wr.pending for wr in fs.writes)
 
@@ -2391,7 +2391,7 @@ class TopicListModel:
             Invariant(
                 "TL-I8",
                 i8,
-                "one reply attempt per client request: never two; exactly one at quiescence unless "
-                "a watch stopped quietly",
+                "one reply attempt per client request: never two; exactly one once nothing more can "
+                "happen (an unanswered request is a failure) unless a watch stopped quietly",
             ),
         ]

@@ -2,9 +2,20 @@
 
 `DelayedReference` drives ``reference_impl.delayed`` (tracker, virtual timer, dispatcher) with the
 model's actions and projects it onto exactly the model's variables; offers and deliveries are the
-dispatcher's log entries of the step. It also checks, on the reference's own internals, what the
-model abstracts away: the bitmap layout and counters (DD-I5), the virtual timer's pending handles
-(DD-I6), the serialized memory (DD-I7), and the offers and deliveries it logged (DD-I1, DD-I2, DD-I9).
+dispatcher's log entries of the step.
+
+Its ``violations()`` judge every invariant the model declares, each against an **independent
+oracle**: the harness's own record of what it asked and what the reference answered, or a
+function of those inputs written here from the spec, never the tracker's own idea of the right
+answer. The adapter wraps the tracker's ``add_message``, ``has_message_available`` and
+``get_scheduled_messages`` to keep a ledger of the triples ``(key(D), ledger, entry)`` the tracker
+accepted (``key`` and the cutoffs computed here from T, the mode and the variant, §3): DD-I3
+compares the tracker's snapshot with the ledger and checks that due messages are found; DD-I4
+compares every drain with the first due triples of the ledger in ``(key, ledger, entry)`` order;
+DD-I10 bounds how long a message stays after the legacy tracker would have offered it (§5: legacy
+offers at ``D - T``, or ``D`` strict). Offers and deliveries are judged on their ``D`` and the
+clock (DD-I1, DD-I2, DD-I9); the bitmap layout and counters (DD-I5), the virtual timer's pending
+handles (DD-I6) and the serialized memory (DD-I7) against the closed forms of §4.4-§4.6.
 
 The mode is a config key (``strict``), not a variant: ``pr23611`` is one twin, caught in both modes
 by the two explorer configurations (``small`` and ``small_strict``); the Hypothesis configuration is
@@ -21,13 +32,14 @@ from pathlib import Path
 from typing import cast
 
 from models.core import Action, Json, Observation, Param
-from models.delayed import EXPLORE_CONFIG, HYPOTHESIS_CONFIG, DelayedModel
+from models.delayed import EXPLORE_CONFIG, HYPOTHESIS_CONFIG, MAX_LONG, DelayedModel
 from properties import delayed_z3
 from properties.bench import OUT
 from properties.registry import Mechanism
 from reference_impl.delayed import (
     DispatcherModel,
     InMemoryDelayedDeliveryTracker,
+    Position,
     TimeoutHandle,
     Variant,
     closed_form_size,
@@ -82,6 +94,63 @@ class DelayedReference:
         self.small_ids = all(entry < 2**16 for _, entry in model.positions)
         self.after_clear = False
         self._mark = (0, 0, 0)
+        bits = model.tick.bit_length() - 1
+        self.precision = 1 << bits
+        self.round_up = variant == "current" and model.strict
+        self.c_offset = 0 if model.strict else model.tick  # C(now) = now + c_offset
+        # BC(now) = now + bc_offset (§3)
+        self.bc_offset = model.tick - self.precision + 1 if variant == "current" and not model.strict else self.c_offset
+        self.ledger: dict[tuple[int, int, int], int] = {}  # accepted (key, ledger, entry) -> D
+        self.failed: set[str] = set()
+        self._wrap()
+
+    def _key(self, d: int) -> int:
+        """The bucket key of §3, written here from the spec: the oracle for the tracker's keys."""
+        p = self.precision
+        if not self.round_up:
+            return d & -p
+        return (d + p - 1 if d + p - 1 <= MAX_LONG else MAX_LONG) & -p
+
+    def _due(self) -> list[tuple[int, int, int]]:
+        """The ledger's triples with key <= BC(now), in (key, ledger, entry) order."""
+        cut = self.now + self.bc_offset
+        return sorted(t for t in self.ledger if t[0] <= cut)
+
+    def _wrap(self) -> None:
+        """Keep the ledger from the tracker's calls and judge its answers on the way out."""
+        t = self.tracker
+        add, available, drain = t.add_message, t.has_message_available, t.get_scheduled_messages
+
+        def add_message(ledger_id: int, entry_id: int, deliver_at: int) -> bool:
+            held = add(ledger_id, entry_id, deliver_at)
+            if held:
+                self.ledger[(self._key(deliver_at), ledger_id, entry_id)] = deliver_at
+            return held
+
+        def has_message_available() -> bool:
+            answer = available()
+            if not answer and self._due():
+                self.failed.add("DD-I3")  # a due message is not found: the round offers nothing
+            return answer
+
+        def get_scheduled_messages(max_messages: int) -> list[Position]:
+            due = self._due()
+            got = drain(max_messages)
+            expected = due[: max(max_messages, 0)]
+            if got != sorted((ledger, entry) for _, ledger, entry in expected):
+                lost = set(got) < {(ledger, entry) for _, ledger, entry in expected}
+                self.failed.add("DD-I3" if lost and max_messages >= len(self.ledger) else "DD-I4")
+            for triple in expected:
+                self.ledger.pop(triple, None)
+            if len(got) < max_messages:  # DD-I10: nothing left that legacy offered P - 1 ms ago or more
+                floor = self.now + self.c_offset - self.precision + 2
+                if any(d < floor for d in self.ledger.values()):
+                    self.failed.add("DD-I10")
+            return got
+
+        t.add_message = add_message  # type: ignore[method-assign]
+        t.has_message_available = has_message_available  # type: ignore[method-assign]
+        t.get_scheduled_messages = get_scheduled_messages  # type: ignore[method-assign]
 
     def _clock(self) -> int:
         return self.now
@@ -130,6 +199,7 @@ class DelayedReference:
             return {"pause": self.tracker.should_pause_all_deliveries()}
         if action.name == "clear":
             self.tracker.clear()
+            self.ledger.clear()
             return None
         raise ValueError(f"unknown action {action}")
 
@@ -149,9 +219,12 @@ class DelayedReference:
         }
 
     def violations(self) -> list[str]:
-        """DD-I1/I2/I9 on the step's log entries, DD-I5/I6/I7 on the tracker's internals."""
-        out: list[str] = []
+        """DD-I1/I2/I9 on the step's log entries, DD-I3/I4/I10 against the ledger, DD-I5/I6/I7 on
+        the tracker's storage and timer."""
+        out: list[str] = sorted(self.failed)
         d, t = self.dispatcher, self.tracker
+        if set(t.snapshot()) != set(self.ledger) and "DD-I3" not in out:
+            out.append("DD-I3")  # conservation: tracked iff accepted and neither offered nor cleared
         offers, deliveries, wasted = self._mark
         slack = 0 if self.strict else self.tick
         if any(o.deliver_at - o.now > slack for o in d.offers[offers:]):
@@ -179,7 +252,7 @@ class DelayedReference:
             out.append("DD-I7")
         if d.wasted_replays != wasted:
             out.append("DD-I9")
-        return out
+        return sorted(set(out))
 
     def _timer_ok(self, count: int) -> bool:
         t = self.tracker

@@ -95,7 +95,13 @@ def _failure_name(error: BaseException | None) -> str:
 
 
 class _SemaphoreWorld:
-    """The semaphore scope: one `AsyncSemaphore` whose requests and permits the harness holds."""
+    """The semaphore scope: one `AsyncSemaphore` whose requests and permits the harness holds.
+
+    The harness keeps its own ledger (what it asked, what the reference answered and when): the
+    value each permit must hold (`values`), the requests that came back pending (`enqueued`), the
+    futures it saw complete and whether the executor was running then. Every check compares the
+    reference's answers with that ledger; none asks the semaphore's own queue or counters.
+    """
 
     def __init__(self, model: TopicListModel) -> None:
         self.model = model
@@ -109,23 +115,37 @@ class _SemaphoreWorld:
             executor=self.ex,
             queue_latency_recorder=self._record,
         )
+        self.bounded = model.max_permits > 0
         self.futures: list[VFuture[Permit]] = []
         self.flags: list[bool] = []
         self.created_at: list[int] = []
+        self.requested: list[int] = []
+        self.enqueued: list[bool] = []  # the call returned a pending future
         self.permits: list[Permit] = []
+        self.values: list[int] = []  # per permit id: the value the harness's ledger says it holds
         self.permit_ids: dict[int, int] = {}  # id(Permit) -> model permit id
         self.completions: list[Json] = []
         self.completed_count: list[int] = []
-        self.update_of: dict[int, tuple[int, int]] = {}  # rid -> (old permit id, its value when asked)
-        self.touched: set[int] = set()  # permit ids the harness released or shrank since
+        self.update_of: dict[int, int] = {}  # rid of a growing update -> the old permit's id
+        self.queued_grants = 0
+        self.timed_out = 0
+        self.closed = False  # the harness called close()
+        self.running = False  # the executor is running (a pass or a timeout task may complete)
         self.failed: set[str] = set()
-        self._granted_seen = 0
 
     def _record(self, value: int) -> None:
         if value == LONG_MAX:
             self.timeouts += 1
         else:
             self.observations.append(value)
+
+    def _available(self) -> int:
+        """The pool's available permits by the ledger: max minus what the harness's permits hold."""
+        return self.model.max_permits - sum(self.values)
+
+    def _earlier_pending(self, rid: int) -> bool:
+        """A request enqueued before `rid` still waits (not done): `rid` is not the head."""
+        return any(self.enqueued[r] and not self.futures[r].done() for r in range(rid))
 
     # -- callbacks -----------------------------------------------------------------------------
     def _watch(self, rid: int, future: VFuture[Permit]) -> None:
@@ -135,6 +155,8 @@ class _SemaphoreWorld:
                 self.failed.add("TL-I4")
             if f.cancelled():
                 self.completions.append({"request": rid, "status": "caller_cancelled"})
+                if not self.enqueued[rid]:
+                    self.failed.add("TL-I10")
                 return
             error = f.exception()
             if error is None:
@@ -152,84 +174,129 @@ class _SemaphoreWorld:
         future.add_done_callback(done)
 
     def _check_grant(self, rid: int, permit: Permit) -> None:
-        sem = self.sem
-        if rid in self.update_of:
-            self.touched.add(self.update_of[rid][0])  # the grant consumed the old permit
-        if not sem.unbounded and permit.permits > sem.max_permits:
+        n = self.requested[rid]
+        old = self.update_of.get(rid)
+        if self.bounded and permit.permits > self.model.max_permits:
             self.failed.add("TL-I5")
-        granted = sem.outcomes[Outcome.GRANTED]
-        if granted != self._granted_seen:  # a queued grant, made by a pass
-            self._granted_seen = granted
-            if any(p.seq < rid + 1 for p in sem.queue):
+        if self.enqueued[rid]:  # TL-I3 / TL-I10: a pass grants the head, if it fits and is not cancelled
+            self.queued_grants += 1
+            required = n - (self.values[old] if old is not None else 0)
+            if self._earlier_pending(rid):
                 self.failed.add("TL-I3")
-            if self.flags[rid]:
-                self.failed.add("TL-I10")  # granted although is_cancelled() was true
+            if self.flags[rid] or not self.running or required > self._available():
+                self.failed.add("TL-I10")
+        if old is not None:
+            self.values[old] = 0  # the grant consumed the old permit
+        self.values.append(n if self.bounded else 0)
 
     def _check_failure(self, rid: int, name: str) -> None:
-        if name == "Cancelled" and not self.flags[rid]:
+        if self._misattributed(rid, name):
             self.failed.add("TL-I10")
-        if name == "Timeout" and self.ex.now != self.created_at[rid] + self.sem.timeout_ms:
-            self.failed.add("TL-I10")
-        if rid in self.update_of:
-            pid, value = self.update_of[rid]
-            if pid not in self.touched and self.permits[pid].permits != value:
-                self.failed.add("TL-I10")  # a failed growing update changed the old permit
+        if name == "Timeout":
+            self.timed_out += 1
+        old = self.update_of.get(rid)
+        if old is not None and self.permits[old].permits != self.values[old]:
+            self.failed.add("TL-I10")  # a failed growing update changed the old permit
+
+    def _misattributed(self, rid: int, name: str) -> bool:
+        """TL-I10: a failure where §4.1-4.5 do not put it. Timeout and Cancelled come from the
+        executor for a queued request; Cancelled only for the head, with is_cancelled() true and
+        permits available; Timeout only at created_at + timeout_ms; AlreadyClosed only after close();
+        QueueFull only at the call, when the queue may be full."""
+        if name in ("Timeout", "Cancelled") and not (self.enqueued[rid] and self.running):
+            return True
+        if name == "Cancelled":
+            return not self.flags[rid] or self._available() <= 0 or self._earlier_pending(rid)
+        if name == "Timeout":
+            return self.ex.now != self.created_at[rid] + self.sem.timeout_ms
+        if name == "AlreadyClosed":
+            return not self.closed
+        if name == "QueueFull":
+            return self.closed or self.enqueued[rid] or not self._queue_may_be_full()
+        return False
+
+    def _queue_may_be_full(self) -> bool:
+        """At most this many requests can be queued: the ones not done, plus caller-cancelled ones
+        (they stay queued until a pass drops them)."""
+        mq = self.model.pool_queue[0]
+        queued = sum(
+            1 for r, f in enumerate(self.futures) if self.enqueued[r] and (not f.done() or f.cancelled())
+        )
+        return 0 < mq <= queued
 
     # -- actions -------------------------------------------------------------------------------
     def apply(self, action: Action) -> Observation:
         name = action.name
         self.completions = []
         if name in ("acquire", "update"):
-            n = _int(action, "permits")
-            pid = _int(action, "permit") if name == "update" else -1
-            rid = len(self.futures)
-            flag_index = rid
-
-            def is_cancelled() -> bool:
-                return self.flags[flag_index]
-
-            old_value = self.permits[pid].permits if pid >= 0 else 0
-            try:
-                if name == "acquire":
-                    future = self.sem.acquire(n, is_cancelled)
-                else:
-                    future = self.sem.update(self.permits[pid], n, is_cancelled)
-            except ValueError as e:
-                return {"error": "ValueError", "message": str(e)}
-            if future.id != rid + 1:
-                self.failed.add("TL-I4")  # request numbering out of step with the calls
-            self.futures.append(future)
-            self.flags.append(False)
-            self.created_at.append(self.ex.now)
-            self.completed_count.append(0)
-            if pid >= 0:
-                if n > old_value:
-                    self.update_of[rid] = (pid, old_value)
-                else:
-                    self.touched.add(pid)
-            self._watch(rid, future)
-            if not future.done():
-                return {"request": rid, "status": "pending"}
-            (done,) = self.completions
-            assert isinstance(done, dict)
-            return done
+            return self._request(action, name)
         if name == "release":
             pid = _int(action, "permit")
-            self.touched.add(pid)
             self.sem.release(self.permits[pid])
+            self.values[pid] = 0
         elif name == "cancel":
             self.futures[_int(action, "request")].cancel()
         elif name == "disconnect":
             self.flags[_int(action, "request")] = True
         elif name == "close":
+            self.closed = True
             self.sem.close()
-        elif name == "step":
-            self.ex.step()
-        elif name == "advance":
-            self.ex.advance_to(self.ex.now + _int(action, "dt"))
+        elif name in ("step", "advance"):
+            self.running = True
+            try:
+                if name == "step":
+                    self.ex.step()
+                else:
+                    self.ex.advance_to(self.ex.now + _int(action, "dt"))
+            finally:
+                self.running = False
         else:
             raise ValueError(f"the topiclist reference has no action {name!r}")
         return {"completed": self.completions}
+
+    def _request(self, action: Action, name: str) -> Observation:
+        n = _int(action, "permits")
+        pid = _int(action, "permit") if name == "update" else -1
+        rid = len(self.futures)
+
+        def is_cancelled() -> bool:
+            return self.flags[rid]
+
+        try:
+            if name == "acquire":
+                future = self.sem.acquire(n, is_cancelled)
+            else:
+                future = self.sem.update(self.permits[pid], n, is_cancelled)
+        except ValueError as e:
+            return {"error": "ValueError", "message": str(e)}
+        if future.id != rid + 1:
+            self.failed.add("TL-I4")  # request numbering out of step with the calls
+        growing = pid < 0 or n > self.values[pid]
+        self.futures.append(future)
+        self.flags.append(False)
+        self.created_at.append(self.ex.now)
+        self.completed_count.append(0)
+        self.requested.append(n)
+        self.enqueued.append(not future.done())
+        if self.bounded and growing and future.done() and future.exception() is None:
+            self.failed.add("TL-I10")  # a bounded acquire or growing update granted inline, not by a pass
+        if pid >= 0:
+            if growing:
+                self.update_of[rid] = pid
+            elif self.bounded:
+                self.values[pid] = 0  # a shrinking or equal update consumes the old permit
+        if self.enqueued[rid] and 0 < self.model.pool_queue[0] < sum(
+            1 for r, f in enumerate(self.futures) if self.enqueued[r] and not f.done()
+        ):
+            self.failed.add("TL-I6")  # enqueued past the bound
+        if self.enqueued[rid] and self.closed:
+            self.failed.add("TL-I10")  # a closed semaphore fails every acquire at once
+        self._watch(rid, future)
+        if not future.done():
+            return {"request": rid, "status": "pending"}
+        (done,) = self.completions
+        assert isinstance(done, dict)
+        return done
 
     # -- projection and checks -----------------------------------------------------------------
     def _status(self, future: VFuture[Permit]) -> str:
@@ -264,27 +331,24 @@ class _SemaphoreWorld:
         }
 
     def violations(self) -> list[str]:
+        """The reference's answers (getters, permit values, recorder calls) against the ledger."""
         sem = self.sem
         failed = set(self.failed)
-        if not sem.unbounded:
-            if not 0 <= sem.available <= sem.max_permits:
+        if self.bounded:
+            mx = self.model.max_permits
+            if not 0 <= sem.available_permits <= mx:
                 failed.add("TL-I1")
-            live = sum(p.permits for p in sem.live.values())
-            held = sum(p.permits for p in self.permits)
-            if not sem.acquired_permits == live == held:
+            if not sem.acquired_permits == mx - sem.available_permits == sum(self.values) or any(
+                p.permits != v for p, v in zip(self.permits, self.values, strict=True)
+            ):
                 failed.add("TL-I2")
-            if any(p.permits > sem.max_permits for p in self.permits):
+            if any(p.permits > mx for p in self.permits):
                 failed.add("TL-I5")
-        if 0 < sem.max_queue_size < sem.queue_size:
-            failed.add("TL-I6")
         if self.ex.idle() and any(not f.done() for f in self.futures):
             failed.add("TL-I4")
-        quiescent = self.ex.idle() and not sem.queue and not any(p.permits for p in self.permits)
-        if quiescent and sem.acquired_permits != 0:
+        if self.ex.idle() and not any(self.values) and sem.acquired_permits != 0:
             failed.add("TL-I7")
-        if self.timeouts != sem.outcomes[Outcome.TIMEOUT] or len(self.observations) != (
-            sem.outcomes[Outcome.GRANTED] + sem.outcomes[Outcome.TIMEOUT]
-        ):
+        if self.timeouts != self.timed_out or len(self.observations) != self.queued_grants + self.timed_out:
             failed.add("TL-I9")
         return sorted(failed)
 
@@ -368,7 +432,12 @@ class _FlowsWorld:
             self._wrap_write(conn, world)
             self.conns.append(conn)
         self.writes: list[tuple[Broker | Proxy, int, int]] = []  # (world, reference id, request)
+        self.written: set[int] = set()  # writes the harness completed
         self.kinds: dict[int, str] = {}
+        self.conn_of: dict[int, int] = {}  # client request -> its connection
+        self.disconnected: set[int] = set()
+        self.closed_watchers: set[int] = set()  # watcher ids the harness sent watch_close for
+        self.closed_limiter = False
         self.failed: set[str] = set()
         self._granted_seen = [0] * len(self.pools)
         for i, (pool, _, _) in enumerate(self.pools):
@@ -414,6 +483,7 @@ class _FlowsWorld:
             ns = _str(action, "namespace")
             h = _str(action, "topics_hash") or None
             self.kinds[rid] = name
+            self.conn_of[rid] = _int(action, "conn")
             if name == "get_topics":
                 b.handle_get_topics(conn, rid, ns, _str(action, "mode"), h)
             elif name == "proxy_get_topics":
@@ -424,6 +494,8 @@ class _FlowsWorld:
         elif name == "watch_close":
             rid = _int(action, "request_id")
             self.kinds[rid] = name
+            self.conn_of[rid] = _int(action, "conn")
+            self.closed_watchers.add(_int(action, "watcher_id"))
             b.handle_watch_close(self.conns[_int(action, "conn")], rid, _int(action, "watcher_id"))
         elif name == "complete_listing":
             rid = _int(action, "id")
@@ -441,6 +513,7 @@ class _FlowsWorld:
                 p.complete_broker_response(response, error_kind=_str(action, "error_kind"))
         elif name == "complete_write":
             world, ref_id, _ = self.writes[_int(action, "id")]
+            self.written.add(_int(action, "id"))
             ok = action["ok"]
             world.complete_write(ref_id, ok is True)
         elif name == "arm_serialization_fault":
@@ -449,12 +522,14 @@ class _FlowsWorld:
         elif name == "disconnect":
             c = _int(action, "conn")
             world = b if self.model.conn_worlds[c] == "broker" else p
+            self.disconnected.add(c)
             world.disconnect(self.conns[c])
         elif name == "deny_authorization":
             b.deny_authorization(_str(action, "namespace"))
         elif name == "topics_changed":
             b.topics_changed(_str(action, "namespace"), _topics(action, "new"), _topics(action, "deleted"))
         elif name == "close":
+            self.closed_limiter = True
             self.limiters[self.model.limiters.index(_str(action, "limiter"))].close()
         elif name == "step":
             self.ex.step()
@@ -554,18 +629,22 @@ class _FlowsWorld:
         return counts
 
     def quiescent(self) -> bool:
-        """TL-I7's premise on the reference: both worlds quiescent (no listing, broker response or
-        write pending, nothing queued, executor idle), nobody waiting on a size estimate, every
-        request but a watch replied to, and no watcher still initializing."""
-        if not (self.broker.is_quiescent() and self.proxy.is_quiescent()):
-            return False
-        for world in (self.broker, self.proxy):
-            if any(h.waiters for h in world.size_cache.holders.values()):
-                return False
-        if any(w.registered and w.initializing for w in self.broker.watchers.values()):
-            return False
-        counts = self._reply_counts()
-        return all(counts.get(rid, 0) >= 1 for rid, kind in self.kinds.items() if kind != "watch")
+        """TL-I7's and TL-I8's premise, from the harness's side: the executor it drives is idle and
+        no listing, broker response or write waits for it to complete. Nothing more can then
+        happen without a new client request, so a request still unanswered never will be."""
+        return (
+            self.ex.idle()
+            and not self.broker.pending_listings
+            and not self.proxy.pending_broker_responses
+            and len(self.written) == len(self.writes)
+        )
+
+    def may_stop_quietly(self, rid: int) -> bool:
+        """TL-I8's exemption (watcher step 5), judged from the harness's own inputs: a watch whose
+        connection it dropped, whose watcher it closed, or whose limiter it closed."""
+        return self.kinds[rid] == "watch" and (
+            self.conn_of[rid] in self.disconnected or rid in self.closed_watchers or self.closed_limiter
+        )
 
     def violations(self) -> list[str]:
         failed = set(self.failed)
@@ -588,12 +667,12 @@ class _FlowsWorld:
         if self.quiescent():
             if any(pool.acquired_permits for pool, _, _ in self.pools):
                 failed.add("TL-I7")
-            if self.broker.lookup.available != self.broker.lookup.max:
+            if self.broker.lookup.available != self.model.lookup_max:
                 failed.add("TL-I7")
-            if self.proxy.lookup.available != self.proxy.lookup.max:
+            if self.proxy.lookup.available != self.model.proxy_lookup_max:
                 failed.add("TL-I7")
-            if any(counts.get(rid, 0) != 1 for rid, kind in self.kinds.items() if kind != "watch"):
-                failed.add("TL-I8")
+            if any(counts.get(rid, 0) != 1 and not self.may_stop_quietly(rid) for rid in self.kinds):
+                failed.add("TL-I8")  # a request left unanswered once nothing more can happen
         for met in self.metrics:
             collected = met.collect()
             for lt in LimitType:
