@@ -60,6 +60,11 @@ ACTION_NAMES = (
 )
 NORMAL, REPLAY = "Normal", "Replay"
 STAGES = ("replay_filter", "dispatch")
+# What a step did that the variables do not show, named in the state's `events` for coverage: a
+# leaver's ring point passed to the consumer that collided there; an ack or flow run inside a pass
+# released a blocking draining entry; a draining entry went away because its hash came back to the
+# consumer draining it (the ADD pass of §4.5, or the lazy removal of §4.3).
+PROMOTED, UNBLOCKED_IN_PASS, CAME_BACK = "promoted", "unblocked_in_pass", "came_back"
 UNKNOWN_HASH = 0  # a replay entry re-added by a redelivery request carries no hash (STICKY_KEY_HASH_NOT_SET)
 _INT_MAX = 2**31 - 1
 _MAX_READS = 1000  # run_until_quiescent's guard, as the reference's default
@@ -101,6 +106,20 @@ def sticky_hash(key: str, range_max: int) -> int:
     return (mmh3.hash(key.encode("utf-8"), 0, signed=False) & 0x7FFFFFFF) % range_max + 1
 
 
+def ring_points(name: str, index: int, points: int, range_max: int) -> list[int]:
+    """§4.1: the ring points of a consumer with this name and name index, in point-index order."""
+    return [sticky_hash(f"{name}\x00{index}\x00{i}", range_max) for i in range(points)]
+
+
+def claims(join: Sequence[tuple[str, int]], points: int, range_max: int) -> dict[int, list[int]]:
+    """Per ring point, the join slots claiming it in join order (KS-I8: the first is selected)."""
+    out: dict[int, list[int]] = {}
+    for slot, (name, index) in enumerate(join):
+        for point in ring_points(name, index, points, range_max):
+            out.setdefault(point, []).append(slot)
+    return out
+
+
 class Ring(NamedTuple):
     """The ring of one join order: owner slot per key hash, and the snapshot as (start, end, slot)."""
 
@@ -110,28 +129,25 @@ class Ring(NamedTuple):
 
 def build_ring(join: Sequence[tuple[str, int]], points: int, range_max: int, hashes: Sequence[int]) -> Ring:
     """§4.1: each point selects its earliest-joined claimer; the snapshot tiles [1, range_max]."""
-    claims: dict[int, int] = {}
-    for slot, (name, index) in enumerate(join):
-        for i in range(points):
-            claims.setdefault(sticky_hash(f"{name}\x00{index}\x00{i}", range_max), slot)
-    if not claims:
+    selected = {point: slots[0] for point, slots in claims(join, points, range_max).items()}
+    if not selected:
         return Ring({}, ())
-    ring = sorted(claims)
+    ring = sorted(selected)
     owners = {}
     for h in hashes:
         at = bisect.bisect_left(ring, h)
-        owners[h] = claims[ring[at if at < len(ring) else 0]]
+        owners[h] = selected[ring[at if at < len(ring) else 0]]
     ranges: list[tuple[int, int, int]] = []
     start = 1
     for point in ring:
-        slot = claims[point]
+        slot = selected[point]
         if ranges and ranges[-1][2] == slot:
             ranges[-1] = (ranges[-1][0], point, slot)
         else:
             ranges.append((start, point, slot))
         start = point + 1
     if ring[-1] < range_max:
-        first = claims[ring[0]]
+        first = selected[ring[0]]
         if ranges[-1][2] == first:
             ranges[-1] = (ranges[-1][0], range_max, first)
         else:
@@ -177,6 +193,7 @@ class KSState(NamedTuple):
     settled: bool
     pinned: tuple[int, ...]
     broken: tuple[str, ...]
+    events: tuple[str, ...]  # what the last step did that no variable shows (EVENTS), for coverage
 
 
 class IllegalStateError(RuntimeError):
@@ -219,6 +236,8 @@ class _Dispatch:
         self.nacked = set(s.nacked)
         self.settled, self.pinned = s.settled, s.pinned
         self.broken = set(s.broken)
+        self.events: set[str] = set()
+        self.unblocks = 0
         self.pass_depth = 0
         self.deferred_prune = False
         self.hook: tuple[str, int, Action] | None = None
@@ -255,6 +274,7 @@ class _Dispatch:
             settled=self.settled,
             pinned=self.pinned,
             broken=tuple(sorted(self.broken)),
+            events=tuple(sorted(self.events)),
         )
 
     # ------------------------------------------------------------------ helpers
@@ -349,6 +369,7 @@ class _Dispatch:
 
     def unblock(self) -> None:
         """The pip379 unblocking handler (given a hash or -1): it schedules a read."""
+        self.unblocks += 1
         self.scheduled = True
 
     def remove_pending(self, c: _Consumer, positions: Sequence[int], batch: bool) -> None:
@@ -447,6 +468,11 @@ class _Dispatch:
 
     def remove(self, cid: int) -> None:
         c = self.consumer(cid)
+        join = [(x.name, x.name_index) for x in self.cons]
+        slot = self.cons.index(c)
+        if any(slots[0] == slot and set(slots) != {slot}
+               for slots in claims(join, self.model.points, self.model.range_max).values()):
+            self.events.add(PROMOTED)
         before = self.owner_ids()
         self.cons.remove(c)
         self.reselect()
@@ -548,7 +574,10 @@ class _Dispatch:
         elif inner["position"] in c.held:
             position = inner["position"]
             assert isinstance(position, int)
+            unblocks = self.unblocks
             self.ack(c.id, position)
+            if self.unblocks > unblocks:
+                self.events.add(UNBLOCKED_IN_PASS)
 
     def end_pass(self) -> None:
         self.pass_depth -= 1
@@ -998,6 +1027,7 @@ class KeySharedModel:
             settled=False,
             pinned=(),
             broken=(),
+            events=(),
         )
 
     def enabled(self, state: KSState) -> Sequence[Action]:
@@ -1110,7 +1140,16 @@ class KeySharedModel:
             d.settled = True
             d.pinned = tuple(sorted(d.consumer(stubborn).held)) if stubborn else ()
         observation["delivered"] = d.delivered
-        return d.freeze(), observation
+        after = d.freeze()
+        if any(self._came_back(after, e) for e in state.draining):
+            after = after._replace(events=tuple(sorted({*after.events, CAME_BACK})))
+        return after, observation
+
+    def _came_back(self, after: KSState, entry: Draining) -> bool:
+        """The entry is gone, and its hash is with its drainer again (still connected)."""
+        connected = any(c.id == entry.owner for c in after.consumers)
+        return (connected and self.owner(after, entry.hash) == entry.owner
+                and all(d.hash != entry.hash for d in after.draining))
 
     def key(self, state: KSState) -> Hashable:
         """The state up to symmetry: consumer ids are labels, so they are renumbered in join order; and
@@ -1154,6 +1193,7 @@ class KeySharedModel:
             "nacked": list(state.nacked),
             "settled": state.settled,
             "pinned": list(state.pinned),
+            "events": list(state.events),
         }
 
 
