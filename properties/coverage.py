@@ -17,6 +17,12 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import settings as Settings
 
 from models.core import Action, Json, Model, ModelWrapper, Param
+from models.keyshared import CAME_BACK as KS_CAME_BACK
+from models.keyshared import DEFAULT_CONFIG as KS_DEFAULTS
+from models.keyshared import PROMOTED as KS_PROMOTED
+from models.keyshared import UNBLOCKED_IN_PASS as KS_UNBLOCKED_IN_PASS
+from models.keyshared import claims as ks_claims
+from models.keyshared import sticky_hash as ks_sticky_hash
 from properties.explorer import Exploration
 from properties.registry import Mechanism
 from properties.stateful import build_state_machine, find_failure
@@ -147,6 +153,29 @@ def _ks_same_name(_: Mapping[str, Param], v: Vars) -> bool:
     return len(names) != len(set(names))
 
 
+def _ks_ring(c: Mapping[str, Param]) -> tuple[int, int]:
+    """(points, range_max) of a keyshared configuration, defaults filled in."""
+    return _int(c.get("points", KS_DEFAULTS["points"])), _int(c.get("range_max", KS_DEFAULTS["range_max"]))
+
+
+def _ks_collided(c: Mapping[str, Param], v: Vars) -> bool:
+    """Two connected consumers claim one ring point: the second waits in the point's colliding list."""
+    join = [(str(_list(x)[1]), _int(_list(x)[2])) for x in _list(v["consumers"])]
+    return any(len(set(slots)) > 1 for slots in ks_claims(join, *_ks_ring(c)).values())
+
+
+def _ks_past_draining(c: Mapping[str, Param], v: Vars) -> bool:
+    """Mark-delete passed a message of a hash that is still draining (the drainer holds a later one)."""
+    range_max = _ks_ring(c)[1]
+    draining = {_int(_list(d)[0]) for d in _list(v["draining"])}
+    passed = _list(v["messages"])[: _int(v["mark_delete"]) + 1]
+    return any(ks_sticky_hash(str(key), range_max) in draining for key in passed)
+
+
+def _ks_event(name: str) -> Predicate:
+    return lambda _, v: name in _list(v.get("events"))
+
+
 def _ks_stubborn(_: Mapping[str, Param], v: Vars) -> bool:
     """Settled with a consumer that never acks again while a hash drains towards it: the liveness case."""
     return v.get("settled") is True and bool(_list(v.get("pinned"))) and bool(_list(v["draining"]))
@@ -160,6 +189,11 @@ INTERESTING: Mapping[str, tuple[Interesting, ...]] = {
         Interesting("a read is in flight", lambda _, v: bool(_list(v.get("reads_in_flight")))),
         Interesting("two consumers share a name", _ks_same_name),
         Interesting("a stubborn consumer pins a draining hash", _ks_stubborn),
+        Interesting("two consumers collided on a ring point", _ks_collided),
+        Interesting("a collided consumer was promoted", _ks_event(KS_PROMOTED)),
+        Interesting("mark-delete moved past a draining entry", _ks_past_draining),
+        Interesting("a hash was unblocked during a pass", _ks_event(KS_UNBLOCKED_IN_PASS)),
+        Interesting("a draining hash came back to its draining consumer", _ks_event(KS_CAME_BACK)),
     ),
     "topiclist": (
         Interesting("a request timed out", _tl_timed_out),

@@ -2,10 +2,15 @@
 
 `KeySharedReference` drives `reference_impl.keyshared.KeySharedDispatcher` with the model's actions
 and is the harness's client: it keeps its own record of what each consumer was delivered and still
-holds (from the dispatcher's delivery log, acks, redelivery requests and disconnects), checks KS-I1
-and KS-I4 on that record and KS-I2 on the reference's tracker, and projects the reference onto exactly
-the model's variables. Interleaved acks and flows run inside the reference's own `interleave`
-callback, and the storage gap is the reference's `begin_read`/`complete_read`.
+holds (from the dispatcher's delivery log, acks, redelivery requests and disconnects), of the keys it
+published (hashed by the model's own `sticky_hash`, not the reference's), of what it acked and of who
+joined with which name, and judges the reference against that record only, never against the
+reference's own opinion: KS-I1 and KS-I4 on what the clients hold, KS-I2 by comparing each tracker
+entry with the drainer's held messages and the canonical ring, and KS-I8 by comparing the
+reference's ring (points, selected and colliding consumers) and name indexes with the canonical
+ring of the recorded joins. It projects the reference onto exactly the model's variables.
+Interleaved acks and flows run inside the reference's own `interleave` callback, and the storage gap
+is the reference's `begin_read`/`complete_read`.
 
 A configuration with `scope: tracker` selects the smaller scope of `PendingAcksMap` and
 `DrainingHashesTracker` alone (`models/keyshared_tracker.py`, `properties/keyshared_tracker.py`).
@@ -13,11 +18,22 @@ A configuration with `scope: tracker` selects the smaller scope of `PendingAcksM
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from models.core import Action, Json, Model, Observation, Param
-from models.keyshared import ACTION_NAMES, NORMAL, UNKNOWN_HASH, KeySharedModel
+from models.keyshared import (
+    ACTION_NAMES,
+    CAME_BACK,
+    NORMAL,
+    PROMOTED,
+    UNBLOCKED_IN_PASS,
+    UNKNOWN_HASH,
+    KeySharedModel,
+    claims,
+    sticky_hash,
+)
 from models.keyshared_tracker import EXPLORE_CONFIG as TRACKER_EXPLORE_CONFIG
 from models.keyshared_tracker import HYPOTHESIS_CONFIG as TRACKER_HYPOTHESIS_CONFIG
 from models.keyshared_tracker import KeySharedTrackerModel
@@ -46,6 +62,7 @@ class KeySharedReference:
         model = KeySharedModel(config, variant)  # the model parses and completes the configuration
         self.keys = model.keys
         self.exempt_nacked_p = model.exempt_nacked_p
+        self.points, self.range_max = model.points, model.range_max
         self.d = KeySharedDispatcher(
             variant,
             replica_points=model.points,
@@ -63,6 +80,10 @@ class KeySharedReference:
         self.seen = 0
         self.delivered: list[Json] = []
         self.out_of_order = False
+        self.hashes: list[int] = []  # per entry id, the hash of the key the harness published
+        self.acked: set[int] = set()  # entry ids the clients acked
+        self.joins: list[tuple[int, str, int]] = []  # (id, name, name index) of the connected, in join order
+        self.events: set[str] = set()
 
     # ------------------------------------------------------------------ client record
 
@@ -76,8 +97,8 @@ class KeySharedReference:
             for entry_id in range(0 if exempt else position[1]):
                 earlier = (LEDGER_ID, entry_id)
                 if (
-                    d.hash_of(earlier) == delivery.hash
-                    and not d.is_acked(earlier)
+                    self.hashes[entry_id] == self.hashes[position[1]]
+                    and entry_id not in self.acked
                     and earlier not in held
                     and earlier not in self.nacked
                 ):
@@ -89,6 +110,7 @@ class KeySharedReference:
 
     def _ack(self, cid: int, entry_id: int) -> None:
         self.held[cid].discard((LEDGER_ID, entry_id))
+        self.acked.add(entry_id)
         self.d.ack(self.consumers[cid], (LEDGER_ID, entry_id))
 
     def _interleave(self, stage: str, index: int, hook: tuple[Param, ...]) -> bool:
@@ -102,7 +124,10 @@ class KeySharedReference:
             if name == "flow":
                 self.d.flow(self.consumers[cid], value)
             elif (LEDGER_ID, value) in self.held[cid]:
+                unblocks = len(self.d.unblock_calls)
                 self._ack(cid, value)
+                if len(self.d.unblock_calls) > unblocks:
+                    self.events.add(UNBLOCKED_IN_PASS)
         return True
 
     # ------------------------------------------------------------------ Implementation
@@ -110,19 +135,30 @@ class KeySharedReference:
     def apply(self, action: Action) -> Observation:
         d, name = self.d, action.name
         self.delivered = []
+        self.events = set()
+        draining = dict(d.tracker.draining_hashes) if d.tracker is not None else {}
         observation: dict[str, Json] = {}
         if name == "add":
-            cid = _int(action, "consumer")
-            consumer = Consumer(str(action["name"]), cid, _int(action, "permits"))
+            cid, joiner = _int(action, "consumer"), str(action["name"])
+            consumer = Consumer(joiner, cid, _int(action, "permits"))
+            used = {index for _, n, index in self.joins if n == joiner}
+            self.joins.append((cid, joiner, next(i for i in range(len(used) + 1) if i not in used)))
             d.add_consumer(consumer)
             self.consumers[cid] = consumer
             self.held[cid] = set()
         elif name == "remove":
             cid = _int(action, "consumer")
-            d.remove_consumer(self.consumers.pop(cid))
+            leaver = self.consumers.pop(cid)
+            if any(selected is leaver and any(c is not leaver for c in colliding)
+                   for _, selected, colliding in d.selector.ring_entries()):
+                self.events.add(PROMOTED)
+            self.joins = [j for j in self.joins if j[0] != cid]
+            d.remove_consumer(leaver)
             del self.held[cid]
         elif name == "publish":
-            d.publish(str(action["key"]))
+            key = str(action["key"])
+            self.hashes.append(sticky_hash(key, self.range_max))
+            d.publish(key)
         elif name == "flow":
             d.flow(self.consumers[_int(action, "consumer")], _int(action, "n"))
         elif name == "ack":
@@ -166,6 +202,9 @@ class KeySharedReference:
             self.settled = True
             self.pinned = tuple(sorted(p[1] for p in self.held[stubborn])) if stubborn else ()
         self._sync()
+        if any(h not in (d.tracker.draining_hashes if d.tracker else {}) and e.consumer.connected
+               and d.selector.select(h) is e.consumer for h, e in draining.items()):
+            self.events.add(CAME_BACK)
         observation["delivered"] = self.delivered
         return observation
 
@@ -204,35 +243,68 @@ class KeySharedReference:
             "nacked": _entries(p for p in self.nacked if not d.is_acked(p)),
             "settled": self.settled,
             "pinned": list(self.pinned),
+            "events": [event for event in sorted(self.events)],
         }
 
     def violations(self) -> list[str]:
-        d = self.d
+        """The model's invariants judged on the harness's own record (see the module doc)."""
         out: list[str] = []
+        if not self._ring_canonical():
+            out.append("KS-I8")
         holders: dict[int, int] = {}
         for cid, held in self.held.items():
             for position in held:
-                if holders.setdefault(d.hash_of(position), cid) != cid and "KS-I1" not in out:
+                if holders.setdefault(self.hashes[position[1]], cid) != cid and "KS-I1" not in out:
                     out.append("KS-I1")
-        if d.tracker is not None and not self._tracker_consistent():
+        if self.d.tracker is not None and not self._tracker_consistent():
             out.append("KS-I2")
         if self.out_of_order:
             out.append("KS-I4")
         return out
 
+    def _canonical_ring(self) -> list[tuple[int, int, tuple[int, ...]]]:
+        """KS-I8 from the recorded joins: per point, the earliest claimer selected, the rest colliding."""
+        ids = [cid for cid, _, _ in self.joins]
+        join = [(name, index) for _, name, index in self.joins]
+        return [(point, ids[slots[0]], tuple(ids[s] for s in slots[1:]))
+                for point, slots in sorted(claims(join, self.points, self.range_max).items())]
+
+    def _ring_canonical(self) -> bool:
+        """KS-I8: the reference's ring and name indexes are those of the recorded joins."""
+        selector = self.d.selector
+        ring = [(point, selected.consumer_id, tuple(c.consumer_id for c in colliding))
+                for point, selected, colliding in selector.ring_entries()]
+        indexes = selector.consumer_name_index_tracker.get_tracked_index
+        return ring == self._canonical_ring() and all(
+            indexes(self.consumers[cid]) == index for cid, _, index in self.joins
+        )
+
     def _tracker_consistent(self) -> bool:
-        """KS-I2 on the reference's own tracker and pending-ack maps."""
-        d = self.d
-        assert d.tracker is not None
-        if not d.consumers:
-            return not d.tracker.draining_hashes
-        for h, entry in d.tracker.draining_hashes.items():
-            count = sum(1 for *_, ph in entry.consumer.pending_acks.items() if ph == h)
-            if h == 0 or not entry.consumer.connected or d.selector.select(h) is entry.consumer:
-                return False
-            if not entry.ref_count == count >= 1:
-                return False
-        return True
+        """KS-I2, both ways: the tracker holds exactly one entry (C, H, n) for each hash H that a
+        connected C holds n messages of while the canonical ring gives H to another consumer (so an
+        entry never outlives its drainer's messages, and a moved hash is never forgotten). The counts
+        are of pending acks, which in scope are exactly what the clients hold (§5, client view): a
+        pending-ack map that drops or invents a held message breaks the counting at its root."""
+        tracker = self.d.tracker
+        assert tracker is not None
+        if any({(ledger, entry) for ledger, entry, _r, _h in c.pending_acks.items()} != self.held[cid]
+               for cid, c in self.consumers.items()):
+            return False
+        ring = self._canonical_ring()
+        points = [point for point, _, _ in ring]
+        expected: dict[int, tuple[int, int]] = {}
+        for cid, held in self.held.items():
+            counts: dict[int, int] = {}
+            for position in held:
+                counts[self.hashes[position[1]]] = counts.get(self.hashes[position[1]], 0) + 1
+            for h, count in counts.items():
+                at = bisect.bisect_left(points, h)
+                if ring[at if at < len(ring) else 0][1] != cid and expected.setdefault(h, (cid, count)) != (cid, count):
+                    return False
+        actual = {h: (e.consumer.consumer_id, e.ref_count) for h, e in tracker.draining_hashes.items()}
+        return actual == expected and all(
+            self.consumers.get(e.consumer.consumer_id) is e.consumer for e in tracker.draining_hashes.values()
+        )
 
 
 # The gate leaves out the two spec gaps described in models/keyshared.py, where pip379 breaks KS-I4
@@ -252,7 +324,24 @@ _TWO: dict[str, Param] = {
     "flow": (1,),
     "max_permits": 1,
 }
+# Issue 22's corners, small enough to replay every transition within the conformance budget, and
+# first, so that a planted bug there is found in seconds.
+# "collide": a ring of 7 hashes and 2 points, where consumer1's point 3 collides with consumer2's and a
+# second consumer1's point 1 with consumer2's; key "2" hashes to the shared point 3 and "0" to 7 (which
+# wraps around to point 1). A leaver's shared point is promoted to the consumer colliding there.
+# "ackjump": three messages and three permits, so that a drainer holds two messages of the moved key
+# "4" while an earlier one is acked and mark-delete passes entries of the draining hash.
+# "unblock": the moved key alone and reads with an ack inside the pass, so that the drainer's ack
+# releases the hash while the replay filter or the dispatch pass is still looking at later entries.
+_CORNER_ACTIONS = ("add", "publish", "ack", "read")
+_CORNERS: dict[str, Mapping[str, Param]] = {
+    "collide": {**_TWO, "range_max": 7, "points": 2, "keys": ("2", "0"), "actions": (*_CORNER_ACTIONS, "remove")},
+    "ackjump": {**_TWO, "max_messages": 3, "add_permits": (3,), "max_permits": 3, "actions": _CORNER_ACTIONS},
+    "unblock": {**_TWO, "keys": ("4",), "max_messages": 3, "add_permits": (1, 2), "max_permits": 2,
+                "actions": (*_CORNER_ACTIONS, "interleaved_read")},
+}
 EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
+    **_CORNERS,
     "small": {**_TWO, "actions": ("add", "remove", "publish", "flow", "ack", "redeliver", "redeliver_all", "read",
                                   "settle")},
     "gap": {**_TWO, "actions": ("add", "remove", "publish", "flow", "ack", "read", "fire", "run", "begin_read",
