@@ -34,7 +34,7 @@ from properties.registry import Mechanism
 from properties.stateful import FailedRun, build_state_machine, find_failure
 from traces.counterexamples import shrunk
 from traces.format import Trace, TraceError, load, save
-from traces.promote import promote
+from traces.promote import CORPUS, promote
 from traces.protocol import describe
 from traces.replay import STUCK_KINDS, record, replay
 from traces.report import render
@@ -85,7 +85,10 @@ def _mechanisms(names: Sequence[str] | None) -> list[Mechanism]:
 def _model(mechanism: Mechanism, config: Any, variant: str) -> Model[Any]:
     if variant not in mechanism.variants:
         raise UsageError(f"unknown variant {variant!r} for {mechanism.name} (known: {', '.join(mechanism.variants)})")
-    return mechanism.make_model(config, variant)
+    try:
+        return mechanism.make_model(config, variant)
+    except (ValueError, TypeError, KeyError) as exc:  # a configuration the model refuses, from a trace or a port
+        raise UsageError(f"cannot build the {mechanism.name} model: {exc}") from None
 
 
 def _save_finding(
@@ -485,9 +488,12 @@ def cmd_shrink(args: argparse.Namespace) -> int:
 
 def cmd_promote(args: argparse.Namespace) -> int:
     try:
-        test_path = promote(Path(args.trace), Path(args.tests_dir), args.name)
+        test_path, saved = promote(Path(args.trace), Path(args.tests_dir), args.name, Path(args.corpus), args.force)
     except TraceError as exc:
         raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{exc.filename or args.tests_dir}: cannot write: {exc.strerror}") from None
+    print(f"saved the trace as {saved}")
     print(f"wrote {test_path}")
     return PASS
 
@@ -776,8 +782,13 @@ def _parser() -> argparse.ArgumentParser:
 
     promote_p = sub.add_parser("promote", help="write a pytest regression test replaying a trace")
     promote_p.add_argument("trace")
-    promote_p.add_argument("--tests-dir", default="tests/regressions")
-    promote_p.add_argument("--name")
+    promote_p.add_argument("--tests-dir", default="tests/regressions",
+                           help="where the test is written, inside or outside the repository (default "
+                                "tests/regressions)")
+    promote_p.add_argument("--name", help="the test's and the corpus trace's name (default: the trace's file name)")
+    promote_p.add_argument("--corpus", default=str(CORPUS),
+                           help="the corpus folder the trace is copied into (default: this checkout's traces/corpus)")
+    promote_p.add_argument("--force", action="store_true", help="overwrite a test or corpus trace of the same name")
     promote_p.set_defaults(run=cmd_promote)
 
     report_p = sub.add_parser("report", help="draw a trace as an HTML/SVG timeline")

@@ -11,6 +11,7 @@ the invariants that failed in it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,13 @@ VIOLATIONS = "brokerspec::violations"
 RESERVED = (ACTION, PARAMS, OBSERVATION, VIOLATIONS)
 INIT = "init"
 _SAFE_INT = 2**53 - 1
+
+MAX_BYTES = 16 * 2**20
+"""The largest trace file read: a counterexample is tens of steps, a few hundred KiB at most."""
+MAX_DEPTH = 48
+"""The deepest nesting of arrays and records accepted in a trace (the models' values nest a few levels)."""
+MAX_DIGITS = 40
+"""The most digits an integer may have, raw or as `#bigint` (models use 64-bit values)."""
 
 
 class TraceError(Exception):
@@ -75,22 +83,78 @@ def _encode(value: Any) -> Any:
 
 
 def _decode(value: Any) -> Any:
-    """ITF JSON -> Python value; arrays come back as lists, `#bigint` as int."""
+    """ITF JSON -> Python value; arrays come back as lists, `#bigint` as int, `#map` as a dict.
+
+    Only for values `_checked` accepted (or that this module wrote)."""
     if isinstance(value, dict):
         if set(value) == {"#bigint"}:
             return int(value["#bigint"])
-        if set(value) == {"#tup"}:
-            return [_decode(v) for v in value["#tup"]]
+        if set(value) == {"#tup"} or set(value) == {"#set"}:
+            return [_decode(v) for v in next(iter(value.values()))]
+        if set(value) == {"#map"}:
+            return {_decode(k): _decode(v) for k, v in value["#map"]}
         return {k: _decode(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_decode(v) for v in value]
     return value
 
 
-def _param(value: Any) -> Param:
-    """Arrays in params become tuples again, so a decoded action equals the one recorded."""
+def _checked(value: Any, where: str, depth: int = 0) -> Any:
+    """`value` if it is an ITF value brokerspec can read; a `TraceError` naming the field otherwise.
+
+    Integers, strings, booleans, arrays and records; `#bigint` (a decimal string), `#tup`, `#set`
+    and `#map` (an array of [key, value] pairs with string or integer keys). No null, no floats,
+    no nesting deeper than `MAX_DEPTH`, no integer longer than `MAX_DIGITS` digits.
+    """
+    if depth > MAX_DEPTH:
+        raise TraceError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return value
     if isinstance(value, list):
-        return tuple(_param(v) for v in value)
+        for i, item in enumerate(value):
+            _checked(item, f"{where}[{i}]", depth + 1)
+        return value
+    if isinstance(value, dict):
+        keys = set(value)
+        if keys == {"#bigint"}:
+            digits = value["#bigint"]
+            if not (isinstance(digits, str) and digits.lstrip("-").isdigit() and len(digits) <= MAX_DIGITS + 1):
+                raise TraceError(f"{where}: '#bigint' must be a decimal string of at most {MAX_DIGITS} digits")
+            return value
+        if keys in ({"#tup"}, {"#set"}, {"#map"}):
+            tag = next(iter(keys))
+            items = value[tag]
+            if not isinstance(items, list):
+                raise TraceError(f"{where}: {tag!r} must be an array")
+            if tag == "#map":
+                for i, pair in enumerate(items):
+                    if not (isinstance(pair, list) and len(pair) == 2):
+                        raise TraceError(f"{where}.#map[{i}]: must be a [key, value] pair")
+                    key = _checked(pair[0], f"{where}.#map[{i}][0]", depth + 1)
+                    if not isinstance(_decode(key), str | int) or isinstance(_decode(key), bool):
+                        raise TraceError(f"{where}.#map[{i}][0]: a map key must be a string or an integer")
+                    _checked(pair[1], f"{where}.#map[{i}][1]", depth + 1)
+                return value
+            return {tag: _checked(items, f"{where}.{tag}", depth)}
+        for key, item in value.items():
+            _checked(item, f"{where}.{key}", depth + 1)
+        return value
+    kind = "null" if value is None else type(value).__name__
+    raise TraceError(f"{where}: expected an integer, string, boolean, array or record, got {kind}")
+
+
+def _decoded(value: Any, where: str) -> Any:
+    return _decode(_checked(value, where))
+
+
+def _parameter(value: Any, where: str) -> Param:
+    """A decoded value that may be an action parameter or a configuration value (no records)."""
+    if isinstance(value, list):
+        return tuple(_parameter(v, f"{where}[{i}]") for i, v in enumerate(value))
+    if isinstance(value, dict):
+        raise TraceError(f"{where}: expected an integer, string, boolean or array, got a record")
     return value  # type: ignore[no-any-return]
 
 
@@ -162,20 +226,35 @@ def from_json(doc: Any, source: str) -> Trace:
     mechanism = _require(info, "mechanism", str, where)
     variant = _require(info, "variant", str, where)
     engine = _require(info, "engine", str, where)
-    config = _decode(_require(info, "config", dict, where))
+    for field_name, text in (("mechanism", mechanism), ("variant", variant), ("engine", engine)):
+        if not _NAME.fullmatch(text):
+            raise TraceError(f"{where}: field {field_name!r} must be a name of letters, digits, '_', '-', '+', "
+                             f"'[' and ']', got {text!r}")
+    config = _decoded(_require(info, "config", dict, where), f"{where}.config")
     seed = info.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         raise TraceError(f"{where}: field 'seed' must be an integer or null")
-    failure = _decode(info.get("failure", {}))
+    failure = _decoded(info.get("failure", {}), f"{where}.failure")
+    if not isinstance(failure, dict):
+        raise TraceError(f"{where}: field 'failure' must be a record")
+    _check_failure(failure, f"{where}.failure")
+    version = info.get("version", "")
+    if not isinstance(version, str):
+        raise TraceError(f"{where}: field 'version' must be a string")
     raw_states = _require(doc, "states", list, source)
     if not raw_states:
         raise TraceError(f"{source}: the trace has no states")
     declared = _require(doc, "vars", list, source)
+    if not all(isinstance(v, str) for v in declared):
+        raise TraceError(f"{source}: field 'vars' must list variable names")
     steps = []
     for index, raw in enumerate(raw_states):
         at = f"{source}: step {index}"
         if not isinstance(raw, dict):
             raise TraceError(f"{at}: a state is a JSON object, got {type(raw).__name__}")
+        state_meta = raw.get("#meta", {"index": index})
+        if not isinstance(state_meta, dict) or state_meta.get("index", index) != index:
+            raise TraceError(f"{at}: '#meta.index' must be {index} (states out of order?)")
         name = _require(raw, ACTION, str, at)
         params = _require(raw, PARAMS, dict, at)
         observation = _require(raw, OBSERVATION, dict, at)
@@ -189,31 +268,65 @@ def from_json(doc: Any, source: str) -> Trace:
             raise TraceError(f"{at}: the first state must have action {INIT!r}, got {name!r}")
         if index > 0 and name == INIT:
             raise TraceError(f"{at}: action {INIT!r} may only label the first state")
-        action = Action(name, tuple(sorted((k, _param(_decode(v))) for k, v in params.items())))
-        state_vars = {k: _decode(raw[k]) for k in declared if k not in RESERVED}
-        steps.append(TraceStep(action, state_vars, _decode(observation), tuple(violations)))
+        decoded = {k: _parameter(_decoded(v, f"{at}: {PARAMS}.{k}"), f"{at}: {PARAMS}.{k}") for k, v in params.items()}
+        action = Action(name, tuple(sorted(decoded.items())))
+        state_vars = {k: _decoded(raw[k], f"{at}: {k}") for k in declared if k not in RESERVED}
+        steps.append(TraceStep(action, state_vars, _decoded(observation, f"{at}: {OBSERVATION}"), tuple(violations)))
     return Trace(
         mechanism=mechanism,
         variant=variant,
         engine=engine,
-        config={k: _param(v) for k, v in config.items()},
+        config={k: _parameter(v, f"{where}.config.{k}") for k, v in config.items()},
         steps=tuple(steps),
         seed=seed,
         failure=failure,
-        version=str(info.get("version", "")),
+        version=version,
     )
 
 
+_NAME = re.compile(r"[A-Za-z0-9_\-+\[\]]{1,80}")
+"""What a mechanism, variant or engine name may contain: they name files and appear in generated tests."""
+
+
+def _check_failure(failure: dict[str, Any], where: str) -> None:
+    step, names = failure.get("step"), failure.get("names", [])
+    if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
+        raise TraceError(f"{where}: field 'step' must be a step index")
+    if not isinstance(names, list) or not all(isinstance(n, str) and _NAME.fullmatch(n) for n in names):
+        raise TraceError(f"{where}: field 'names' must list invariant names")
+    for key in ("kind", "detail"):
+        if not isinstance(failure.get(key, ""), str):
+            raise TraceError(f"{where}: field {key!r} must be a string")
+
+
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise ValueError(f"an integer of {len(text)} digits (at most {MAX_DIGITS}; larger ones as '#bigint')")
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def loads(text: str, source: str) -> Trace:
+    """Parse and validate a trace; every problem is a one-line `TraceError` naming `source`."""
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_int=_integer, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise TraceError(f"{source}: line {exc.lineno}: not valid JSON: {exc.msg}") from None
+    except ValueError as exc:
+        raise TraceError(f"{source}: {exc}") from None
+    except RecursionError:
+        raise TraceError(f"{source}: nested too deeply to be a trace") from None
     return from_json(doc, source)
 
 
 def load(path: Path) -> Trace:
     try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise TraceError(f"{path}: {size:,} bytes is too large for a trace (at most {MAX_BYTES:,})")
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TraceError(f"{path}: cannot read: {exc.strerror}") from None

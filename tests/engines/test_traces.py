@@ -136,8 +136,8 @@ def test_promote_writes_a_test_that_replays_the_corpus_trace(tmp_path: Path) -> 
     corpus = repo / "traces" / "corpus"
     trace = record(CounterModel({"limit": 3}, "overflow"), [Action.of("add", n=2)] * 2, engine="test")
     source = tf.save(trace, tmp_path / "found.json")
-    test_path = promote(source, repo / "tests" / "regressions", corpus_root=corpus)
-    assert (corpus / "tiny" / "found.json").exists()
+    test_path, saved = promote(source, repo / "tests" / "regressions", corpus_root=corpus)
+    assert saved == (corpus / "tiny" / "found.json").resolve() and saved.exists()
     text = test_path.read_text()
     assert "reproduction_problems(TRACE) == []" in text
     namespace: dict[str, object] = {"__file__": str(test_path)}
