@@ -4,13 +4,14 @@ One `ProducerIdQuotaManagerCache` (§4.5) behind the manager's produce path and 
 `rate_permissive`, one quota for every principal), written from the spec independently of
 `reference_impl/pidquota/` so that the two can run in lockstep.
 
-**The Bloom filter is abstracted to exact sets.** A layer is the set of PIDs merged into it (a bit mask
-over the configured PIDs), so `contains` and `find` are exact. A real filter may differ in one direction
-only: it may answer "seen" for a PID never merged (a false positive, §5 PQ-I3), never "unseen" for a
-merged one. The model is therefore what a perfect cache would say; `properties.pidquota` drives the
-reference with a collision-free hasher so that both sides agree bit for bit, and the default hasher's
-false positives are measured against p separately (`brokerspec bench`, PQ-I3). Quota sensors and
-throttle times (PQ-I7) are not modelled: produce observes which PIDs were counted new, nothing else.
+**A layer is a bit mask, and `hasher` says which bits a PID sets.** With ``hasher="exact"`` PID x sets
+the single bit x (a perfect cache: `contains` and `find` are exact membership). With ``hasher="murmur"``
+PID x sets the k bits of the spec's default PID hasher (§4.2: murmur3 x64 of the PID, enhanced double
+hashing, closed form) in a layer of `from_np(n_layer, FPP)`'s m bits (§4.1), computed here from the
+spec, so the model's false positives (§5 PQ-I3) are the real filter's, bit for bit, and a hasher,
+double-hashing or containment bug in the reference parts the two. `contains` is per layer (§4.3, PQ-I11):
+a PID is found iff one single layer holds all its bits. Quota sensors and throttle times (PQ-I7) are not
+modelled: produce observes which PIDs were counted new, nothing else.
 
 **Time is relative.** Every stored time is an offset from `now` (layer ages, the time until the rotation
 timer and the next scheduled cleanup are due), and `key` leaves `now` out, so two states that differ by a
@@ -29,13 +30,14 @@ abstracted here and are tested on the reference. The spec states no liveness pro
 
 Variables: ``now``, ``next_cleanup`` and ``entries``, which maps each present principal to its ``count``
 (`advance_on_count` evaluations since it last fired), ``next_rotation`` and ``layers``, oldest first, as
-``[created, expires, [PIDs, ascending]]``.
+``[created, expires, [set bits, ascending]]`` (with the exact hasher, the layer's PIDs).
 
 Config keys (all optional; see `EXPLORE_CONFIG` and `HYPOTHESIS_CONFIG`):
 
 ``window_ms``    W, the cache window (ms)
 ``layer_count``  L >= 2, with W a multiple of L (ΔT = W / L, the horizon H = W - ΔT)
 ``n_layer``      the per-layer design load, i.e. `advance_on_count`'s break point
+``hasher``       ``"exact"`` (PID x is bit x; the default) or ``"murmur"`` (the spec's default PID hasher)
 ``principals``   principal names
 ``pids``         producer ids (distinct, >= 0)
 ``max_batch``    produce requests carry every ordered tuple of 1..max_batch distinct PIDs
@@ -51,26 +53,36 @@ times; observes the principals removed) and ``cleanup()`` (observes the principa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping, Sequence
 from functools import lru_cache
 from itertools import pairwise, permutations
 from typing import NamedTuple
+
+import mmh3
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
 
 __all__ = [
     "ACTION_NAMES",
     "EXPLORE_CONFIG",
+    "FPP",
+    "HASHERS",
     "HYPOTHESIS_CONFIG",
     "VARIANTS",
     "Entry",
     "PQState",
     "PidQuotaModel",
     "Slot",
+    "bloom_shape",
+    "murmur_indices",
 ]
 
 VARIANTS = ("current", "no_readd")
 ACTION_NAMES = ("produce", "advance", "cleanup")
+HASHERS = ("exact", "murmur")
+FPP = 0.01
+"""The cache's false-positive rate: the spec's default (§2 `cache.py`), which sizes every layer."""
 
 EXPLORE_CONFIG: dict[str, Param] = {
     "window_ms": 4,
@@ -82,6 +94,7 @@ EXPLORE_CONFIG: dict[str, Param] = {
     "dts": (1,),
     "boundaries": True,
     "cleanup": True,
+    "hasher": "exact",
 }
 
 HYPOTHESIS_CONFIG: dict[str, Param] = {
@@ -94,6 +107,7 @@ HYPOTHESIS_CONFIG: dict[str, Param] = {
     "dts": (1, 7),
     "boundaries": True,
     "cleanup": True,
+    "hasher": "exact",
 }
 
 _DEFAULTS: dict[str, Param] = {**EXPLORE_CONFIG}
@@ -129,6 +143,28 @@ class PQState(NamedTuple):
     clean_in: int  # ms until the next scheduled clean_map
     slots: tuple[Slot, ...]  # per principal index
     broken: int  # history invariants the last step broke
+
+
+def bloom_shape(n: int, p: float) -> tuple[int, int]:
+    """(k, m) of `Shape.from_np(n, p)` (§4.1): m = ceil(n·ln p / −(ln 2)²), k = round_half_up(ln 2·m/n)."""
+    m = math.ceil(n * math.log(p) / -(math.log(2) ** 2))
+    return math.floor(math.log(2) * m / n + 0.5), m
+
+
+def murmur_indices(pid: int, k: int, m: int) -> tuple[int, ...]:
+    """The spec's default PID hasher (§4.2): murmur3 x64 128 (seed 0) of the 8-byte big-endian signed PID
+    gives (h1, h2); index i is (h1 − i·h2 + (i³ − i)/6) mod m for k < m, else the tetrahedral loop."""
+    h1, h2 = mmh3.hash64(pid.to_bytes(8, "big", signed=True), seed=0, x64arch=True, signed=False)
+    if k < m:
+        return tuple((h1 - i * h2 + (i**3 - i) // 6) % m for i in range(k))
+    idx, inc, tet = h1 % m, h2 % m, 1
+    out = [idx]
+    for _ in range(1, k):
+        idx = (idx - inc) % m
+        out.append(idx)
+        inc = (inc - tet) % m
+        tet = 0 if tet + 1 == m else tet + 1
+    return tuple(out)
 
 
 def _int(config: Mapping[str, Param], key: str, low: int) -> int:
@@ -186,7 +222,12 @@ class PidQuotaModel:
         self.boundaries = _bool(cfg, "boundaries")
         self.cleanup_on = _bool(cfg, "cleanup")
         self.readd = variant == "current"
-        self._pid_bits = tuple(sorted((pid, 1 << k) for k, pid in enumerate(self.pids)))  # vars list PIDs sorted
+        self.hasher = cfg["hasher"]
+        if self.hasher not in HASHERS:
+            raise ValueError(f"pidquota config 'hasher' must be one of {HASHERS}, got {self.hasher!r}")
+        self.k, self.m = bloom_shape(self.n_layer, FPP)
+        self.bits: tuple[int, ...] = tuple(self.pid_mask(pid) for pid in self.pids)
+        """Per configured PID (by index), the layer bits it sets."""
         self._produce: dict[Action, tuple[int, tuple[int, ...]]] = {}
         for p, name in enumerate(self.principals):
             for size in range(1, max_batch + 1):
@@ -210,6 +251,13 @@ class PidQuotaModel:
                       "a clean_map at c leaves no principal whose last track is before c - W"),
             Invariant("PQ-I10", self._layers_ordered, "depth >= 1 and created is non-decreasing from index 0"),
         )
+
+    def pid_indices(self, pid: int) -> tuple[int, ...]:
+        """The k layer indices PID `pid` sets (the exact hasher repeats bit `pid`)."""
+        return (pid,) * self.k if self.hasher == "exact" else murmur_indices(pid, self.k, self.m)
+
+    def pid_mask(self, pid: int) -> int:
+        return sum(1 << i for i in set(self.pid_indices(pid)))
 
     # --- the protocol --------------------------------------------------------------------------------
 
@@ -256,7 +304,7 @@ class PidQuotaModel:
             if entry is None:
                 continue
             layers: list[Json] = [
-                [now - age, now - age + window, [pid for pid, bit in self._pid_bits if mask & bit]]
+                [now - age, now - age + window, [b for b in range(mask.bit_length()) if mask >> b & 1]]
                 for age, mask in entry.layers
             ]
             entries[name] = {"count": entry.checks, "next_rotation": now + entry.rot, "layers": layers}
@@ -372,9 +420,9 @@ class PidQuotaModel:
         new: list[int] = []
         broken = 0
         for i in idxs:
-            bit = 1 << i
-            newest = len(layers) - 1
-            while newest >= 0 and not layers[newest][1] & bit:
+            bit = self.bits[i]
+            newest = len(layers) - 1  # contains is per layer (§4.3): one layer must hold every bit
+            while newest >= 0 and layers[newest][1] & bit != bit:
                 newest -= 1
             found = newest >= 0
             if not found or (self.readd and layers[newest][0] > delta_t):

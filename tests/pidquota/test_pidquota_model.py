@@ -194,7 +194,7 @@ def _state(model: PidQuotaModel, slot: Slot) -> PQState:
 
 def test_pq_i4a_flags_a_third_merge_within_delta_t() -> None:
     model = PidQuotaModel(EXPLORE_CONFIG)
-    slot = Slot(Entry(((0, 0b10),), 0, 2), (-1, 0), (1, 2, -1, -1), True)  # pid 1 merged 1 and 2 ms ago
+    slot = Slot(Entry(((0, 0b100),), 0, 2), (-1, 0), (1, 2, -1, -1), True)  # pid 1 merged 1 and 2 ms ago
     state, observation = model.step(_state(model, slot), produce("A", 1))
     assert observation == {"new": [1]}
     assert violated(model, state) == ["PQ-I4a"]
@@ -202,7 +202,7 @@ def test_pq_i4a_flags_a_third_merge_within_delta_t() -> None:
 
 def test_pq_i5_flags_a_cleanup_that_keeps_an_idle_principal() -> None:
     model = PidQuotaModel(EXPLORE_CONFIG)
-    slot = Slot(Entry(((1, 0b1),), 0, 0), (-1, -1), (-1,) * 4, True)  # a live layer, no track within W
+    slot = Slot(Entry(((1, 0b10),), 0, 0), (-1, -1), (-1,) * 4, True)  # a live layer, no track within W
     state, _ = model.step(_state(model, slot), Action.of("cleanup"))
     assert violated(model, state) == ["PQ-I5"]
 
