@@ -116,6 +116,13 @@ class DelayedReference:
         cut = self.now + self.bc_offset
         return sorted(t for t in self.ledger if t[0] <= cut)
 
+    def _judge_lateness(self) -> None:
+        """DD-I10, at a round that offered all it would: nothing may stay that legacy offered P - 1
+        ms ago or earlier (legacy offers at D - T, or at D strict: ``D <= C(now)``)."""
+        floor = self.now + self.c_offset - self.precision + 2
+        if any(d < floor for d in self.ledger.values()):
+            self.failed.add("DD-I10")
+
     def _wrap(self) -> None:
         """Keep the ledger from the tracker's calls and judge its answers on the way out."""
         t = self.tracker
@@ -131,6 +138,7 @@ class DelayedReference:
             answer = available()
             if not answer and self._due():
                 self.failed.add("DD-I3")  # a due message is not found: the round offers nothing
+                self._judge_lateness()
             return answer
 
         def get_scheduled_messages(max_messages: int) -> list[Position]:
@@ -140,12 +148,12 @@ class DelayedReference:
             if got != sorted((ledger, entry) for _, ledger, entry in expected):
                 lost = set(got) < {(ledger, entry) for _, ledger, entry in expected}
                 self.failed.add("DD-I3" if lost and max_messages >= len(self.ledger) else "DD-I4")
-            for triple in expected:
-                self.ledger.pop(triple, None)
-            if len(got) < max_messages:  # DD-I10: nothing left that legacy offered P - 1 ms ago or more
-                floor = self.now + self.c_offset - self.precision + 2
-                if any(d < floor for d in self.ledger.values()):
-                    self.failed.add("DD-I10")
+            for position in got:  # offered: no longer tracked (under the smallest key it was held at)
+                held = [t for t in self.ledger if (t[1], t[2]) == position]
+                if held:
+                    del self.ledger[min(held)]
+            if len(got) < max_messages:
+                self._judge_lateness()
             return got
 
         t.add_message = add_message  # type: ignore[method-assign]

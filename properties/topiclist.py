@@ -722,8 +722,11 @@ MECHANISM = Mechanism(
     make_reference=make_reference,
     current="current",
     twins={"no_exceptional_release": "TL-I7"},
+    # Three requests, not the model's four: 24k states whose every transition the conformance
+    # tour replays within its budget, where four (586k states, 3M transitions) cost minutes per
+    # engine and were replayed only in part.
     explore_configs={
-        "semaphore": EXPLORE_CONFIG,
+        "semaphore": {**EXPLORE_CONFIG, "max_requests": 3},
         "flows": EXPLORE_FLOWS_CONFIG,
         "all_flows": EXPLORE_ALL_FLOWS_CONFIG,
     },
