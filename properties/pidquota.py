@@ -168,6 +168,7 @@ class PidQuotaReference:
 
     def apply(self, action: Action) -> Observation:
         self._violations = [] if hasher_vectors_hold() else ["PQ-I9"]
+        dropped = False
         if action.name == "produce":
             principal, pids = str(action["principal"]), action["pids"]
             assert isinstance(pids, tuple)
@@ -182,18 +183,26 @@ class PidQuotaReference:
                 self._flag("PQ-I8")
             observed: Observation = {"new": list(outcome.new_pids)}
         elif action.name == "advance":
-            before = set(self.cache.principals())
+            before, start = self._live(), self.now
             self.now += int(str(action["dt"]))
             self.manager.maybe_clean(self.now)
+            removed = sorted(set(before) - set(self.cache.principals()))
             window, delta_t = self.model.window, self.model.delta_t
-            if self.now >= window:  # the manager's schedule: W, then every ΔT (§4.6)
-                self.cleaned_at = window + (self.now - window) // delta_t * delta_t
-            observed = {"removed": [p for p in sorted(before - set(self.cache.principals()))]}
+            scheduled = window + (self.now - window) // delta_t * delta_t  # the schedule: W, then every ΔT
+            if start < scheduled <= self.now:
+                self.cleaned_at = max(scheduled, self.cleaned_at or 0)
+                dropped = self._dropped_live(before, removed, scheduled)
+            observed = {"removed": list[Json](removed)}
         elif action.name == "cleanup":
-            self.cleaned_at = self.now
-            observed = {"removed": [p for p in sorted(self.cache.clean_map(self.now))]}
+            self.cleaned_at, before = self.now, self._live()
+            removed = sorted(self.cache.clean_map(self.now))
+            dropped = self._dropped_live(before, removed, self.now)
+            observed = {"removed": list[Json](removed)}
         else:
             raise ValueError(f"pidquota reference: unknown action {action}")
+        self._judge_horizon()  # first: the headline invariant names a step that breaks several
+        if dropped:
+            self._flag("PQ-I5")
         self._judge_state()
         return observed
 
@@ -275,6 +284,30 @@ class PidQuotaReference:
             last = max((t for (p, _), t in self.last.items() if p == principal), default=None)
             if self.cleaned_at is not None and last is not None and last < self.cleaned_at - model.window:
                 self._flag("PQ-I5")
+
+    def _judge_horizon(self) -> None:
+        """PQ-I1 ahead of the next track: a PID tracked at s is still held by one layer while now <= s + H."""
+        for (principal, pid), t in self.last.items():
+            if self.now > t + self.model.horizon:
+                continue
+            held, mask = snapshot(self.cache.entry_of(principal)), self.masks[pid]
+            if held is None or not any(bits & mask == mask for _, _, bits in held[2]):
+                self._flag("PQ-I1")
+
+    def _live(self) -> dict[str, int]:
+        """Per principal, the latest `expires` of its non-empty layers (-1 if none), before a cleanup."""
+        out: dict[str, int] = {}
+        for principal in self.cache.principals():
+            entry = self.cache.entry_of(principal)
+            assert entry is not None
+            out[principal] = max((layer.expires for layer in entry.filter.layers if layer.bits), default=-1)
+        return out
+
+    @staticmethod
+    def _dropped_live(before: dict[str, int], removed: list[str], cleaned: int) -> bool:
+        """PQ-I5's "a principal with a non-empty layer is never removed": cleanups only drop expired layers
+        (expires < c), so one holding a layer with expires >= `cleaned`, the step's last cleanup, must stay."""
+        return any(before[p] >= cleaned for p in removed)
 
     def _others(self, principal: str) -> list[tuple[str, Snapshot | None, tuple[int, float]]]:
         """Every other principal's entry and sensor totals (PQ-I8: a produce for `principal` leaves them)."""
@@ -410,6 +443,12 @@ def bench(_folder: Path) -> dict[str, object]:
     return {**throughput, **memory_per_principal(depth), **false_positive_rates()}
 
 
+HORIZON_CONFIG: dict[str, Param] = {
+    **EXPLORE_CONFIG, "pids": (1,), "max_batch": 1, "dts": (2,), "boundaries": False, "cleanup": False,
+}
+"""PQ-I1's boundary, cheap and first: one PID sighted on the ΔT grid (W = 4, ΔT = 2), so it is last seen
+exactly ΔT after its layer's creation and the scheduled cleanup at W falls exactly on s + H."""
+
 MURMUR_CONFIG: dict[str, Param] = {
     **EXPLORE_CONFIG, "window_ms": 2, "hasher": "murmur", "pids": (1, 3, 7), "max_batch": 1,
 }
@@ -426,6 +465,7 @@ MECHANISM = Mechanism(
     current="current",
     twins={"no_readd": "PQ-I1"},
     explore_configs={
+        "horizon": HORIZON_CONFIG,
         "small": EXPLORE_CONFIG,
         "two_principals": {**EXPLORE_CONFIG, "principals": ("A", "B"), "pids": (1,), "max_batch": 1},
         "three_layers": {**EXPLORE_CONFIG, "window_ms": 6, "layer_count": 3, "n_layer": 3},
