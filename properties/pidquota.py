@@ -466,10 +466,10 @@ MECHANISM = Mechanism(
     twins={"no_readd": "PQ-I1"},
     explore_configs={
         "horizon": HORIZON_CONFIG,
+        "murmur": MURMUR_CONFIG,
         "small": EXPLORE_CONFIG,
         "two_principals": {**EXPLORE_CONFIG, "principals": ("A", "B"), "pids": (1,), "max_batch": 1},
         "three_layers": {**EXPLORE_CONFIG, "window_ms": 6, "layer_count": 3, "n_layer": 3},
-        "murmur": MURMUR_CONFIG,
     },
     hypothesis_configs={"default": HYPOTHESIS_CONFIG},
     proofs=pidquota_z3.proofs,
