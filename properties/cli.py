@@ -87,7 +87,7 @@ def _model(mechanism: Mechanism, config: Any, variant: str) -> Model[Any]:
         raise UsageError(f"unknown variant {variant!r} for {mechanism.name} (known: {', '.join(mechanism.variants)})")
     try:
         return mechanism.make_model(config, variant)
-    except (ValueError, TypeError, KeyError) as exc:  # a configuration the model refuses, from a trace or a port
+    except (ValueError, TypeError, KeyError, ArithmeticError) as exc:  # a configuration the model refuses
         raise UsageError(f"cannot build the {mechanism.name} model: {exc}") from None
 
 

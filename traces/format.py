@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from models.core import Action, Json, Observation, Param
+from traces.limits import config_problem
 
 SCHEMA_VERSION = 1
 ACTION = "mbt::actionTaken"
@@ -272,11 +273,15 @@ def from_json(doc: Any, source: str) -> Trace:
         action = Action(name, tuple(sorted(decoded.items())))
         state_vars = {k: _decoded(raw[k], f"{at}: {k}") for k in declared if k not in RESERVED}
         steps.append(TraceStep(action, state_vars, _decoded(observation, f"{at}: {OBSERVATION}"), tuple(violations)))
+    parameters = {k: _parameter(v, f"{where}.config.{k}") for k, v in config.items()}
+    problem = config_problem(mechanism, parameters)
+    if problem is not None:
+        raise TraceError(f"{where}.{problem}")
     return Trace(
         mechanism=mechanism,
         variant=variant,
         engine=engine,
-        config={k: _parameter(v, f"{where}.config.{k}") for k, v in config.items()},
+        config=parameters,
         steps=tuple(steps),
         seed=seed,
         failure=failure,

@@ -128,7 +128,7 @@ def model_for(trace: Trace, source: str, variant: str | None = None) -> Model[An
         raise TraceError(f"{source}: {exc.args[0]}") from None
     try:
         return mechanism.make_model(trace.config, variant or trace.variant)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
         raise TraceError(f"{source}: cannot build the {trace.mechanism} model: {exc}") from None
 
 
