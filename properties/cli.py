@@ -41,6 +41,8 @@ from traces.report import render
 from traces.verify import PORT_PREFIX, PortSpec, record_on_port, run_actions, verify
 
 PASS, VIOLATED, DIVERGED, USAGE, INFRA = 0, 1, 2, 3, 4
+INTERRUPTED = 130
+"""Ctrl-C, as shells report a process ended by SIGINT."""
 
 CONFORMANCE_STEPS = 150_000
 """Default steps of conformance replay per configuration: every transition of most configurations, and the
@@ -876,7 +878,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:
-        return INFRA
+        command = " ".join(argv if argv is not None else sys.argv[1:])[:200]
+        print(f"interrupted: brokerspec {command}", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

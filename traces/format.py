@@ -11,6 +11,7 @@ the invariants that failed in it.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -197,8 +198,15 @@ def dumps(trace: Trace) -> str:
 
 
 def save(trace: Trace, path: Path) -> Path:
+    """Write the trace atomically (a temporary file renamed over `path`): an interrupted run never
+    leaves half a trace behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(trace), encoding="utf-8")
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        partial.write_text(dumps(trace), encoding="utf-8")
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path
 
 
