@@ -4,9 +4,18 @@
 actions: a client action submits the call to that client's thread and runs the segment at once,
 `run(thread)` and `advance` are the world's own choices, `close` is called by the harness between
 steps (it never blocks). `vars` projects the reference onto exactly the model's variables, and
-`violations` checks the model's invariants (MD-I1..I5, MD-I7) on the reference's own logs (serde,
+`violations` checks the model's invariants (MD-I1..I5, MD-I7) on the reference's logs (serde,
 notifications, flushes, op futures, wait-for graph), so a reference bug is caught even where the
-model agrees with it. `bench` measures the cost properties (MD-I6, MD-P1) the zero-cost model
+model agrees with it.
+
+**Rule for `violations`: the expected answer never comes from the code under test.** Where a check
+needs to know where work belongs, it computes it from the spec: MD-I1's worker is
+`<N>-worker-OrderedExecutor-<choose_thread_index(p, n)>-0` from the model's own `choose_thread_index`
+(never `store.worker.choose_thread`), MD-I2's thread is `<N>-event` (legacy `<N>`) from the store name
+(never `store.event_executor`), and MD-I7 decodes the tree's bytes itself. The logs are the World's
+instrumentation of what ran where (each record is written by the simulated thread that did the
+work), the wait-for graph and `quiescent()` are the scheduler's, which the harness drives and whose
+own behaviour is tested separately. `bench` measures the cost properties (MD-I6, MD-P1) the zero-cost model
 leaves out, on the spec's loads.
 
 A world whose tasks are suspended holds OS threads (the stdlib fallback of the executors); the
@@ -31,6 +40,7 @@ from models.metadata import (
     EXPLORE_CONFIGS,
     HYPOTHESIS_CONFIG,
     MetadataModel,
+    choose_thread_index,
     client_label,
 )
 from properties.metadata_z3 import proofs
@@ -173,9 +183,9 @@ class MetadataReference:
     def violations(self) -> list[str]:
         w, store = self.world, self.store
         out = []
-        if self.model.pip453 and not _md_i1(store, self.serde):
+        if self.model.pip453 and not _md_i1(self.model, self.serde):
             out.append("MD-I1")
-        if not _md_i2(w, store):
+        if not _md_i2(w, self.model):
             out.append("MD-I2")
         if not _md_i3(w):
             out.append("MD-I3")
@@ -213,21 +223,26 @@ def _entry(f: SimFuture[Any]) -> Json:
     return "absent" if r is None else [r.value, r.stat.version]
 
 
-def _md_i1(store: MetadataStore, serde: RecordingSerde[Any]) -> bool:
-    """Every serde of p on choose_thread(p), and p's serde tasks start in submission order."""
-    assert store.worker is not None
+def worker_of(model: MetadataModel, path: str) -> str:
+    """The thread the spec assigns `path`'s serde to (§2.1), computed without the reference's executor."""
+    return f"{model.name}-worker-OrderedExecutor-{choose_thread_index(path, model.n_workers)}-0"
+
+
+def _md_i1(model: MetadataModel, serde: RecordingSerde[Any]) -> bool:
+    """Every serde of p on p's worker by the spec's hash, and p's serde tasks start in submission order."""
     last: dict[str, int] = {}
     for r in serde.records:
-        if r.thread != store.worker.choose_thread(r.path).name or r.task is None or r.task < last.get(r.path, -1):
+        if r.thread != worker_of(model, r.path) or r.task is None or r.task < last.get(r.path, -1):
             return False
         last[r.path] = r.task
     return True
 
 
-def _md_i2(world: World, store: MetadataStore) -> bool:
-    """Delivered on the event thread, one at a time, in arrival order."""
+def _md_i2(world: World, model: MetadataModel) -> bool:
+    """Delivered on `<N>-event` (legacy `<N>`), one at a time, in arrival order."""
+    event = model.name if model.variant == "legacy" else f"{model.name}-event"
     started = sorted((r for r in world.notification_log if r.start_seq is not None), key=lambda r: r.start_seq)
-    if any(r.thread != store.event_executor.name for r in started):
+    if any(r.thread != event for r in started):
         return False
     return all(
         a.arrival_seq < b.arrival_seq and a.end_seq is not None and b.start_seq is not None and a.end_seq < b.start_seq
