@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -43,6 +44,7 @@ from models.metadata import (
     choose_thread_index,
     client_label,
 )
+from properties.lockstep import DIVERGENCE
 from properties.metadata_z3 import proofs
 from properties.registry import Mechanism
 from reference_impl.metadata import (
@@ -57,6 +59,9 @@ from reference_impl.metadata import (
     ZkBackend,
     join,
 )
+
+_PATH_IN_LABEL = re.compile(r"\((/[^),]*)\)")
+"""The path in a task label such as `async:get(/a)` or `serialize(/a)`."""
 
 
 def cycle_edges(graph: nx.DiGraph) -> list[list[str]]:
@@ -108,6 +113,7 @@ class MetadataReference:
         self.cache = self.store.metadata_cache(self.serde)
         self.clients = [world.thread(f"client-{c}") for c in range(len(m.clients))]
         self.cycle: list[list[str]] = []
+        self.disagreement = ""
 
     def close(self) -> None:
         """Dispose the world: unwind suspended tasks so their OS threads return to the pool."""
@@ -115,12 +121,17 @@ class MetadataReference:
 
     # -- Implementation ----------------------------------------------------------------------------
     def apply(self, action: Action) -> Observation:
+        """Step the world; a choice the reference does not offer is a divergence it reports, not a crash."""
         w = self.world
-        if action.name == "run":
-            w.step(("run", str(action["thread"])))
-        elif action.name == "advance":
-            [t] = [arg for kind, arg in w.choices() if kind == "advance"]
-            w.step(("advance", t))
+        self.disagreement = ""
+        if action.name in ("run", "advance"):
+            offered = [arg for kind, arg in w.choices() if kind == action.name]
+            names = [t if isinstance(t, int) else t.name for t in offered]
+            wanted = str(action["thread"]) if action.name == "run" else None
+            if (wanted not in names) if action.name == "run" else len(offered) != 1:
+                self.disagreement = f"the reference does not offer {action} (it offers {names})"
+            else:
+                w.step((action.name, wanted if wanted is not None else offered[0]))
         elif action.name == "close":
             self.store.close()
         else:
@@ -182,8 +193,8 @@ class MetadataReference:
 
     def violations(self) -> list[str]:
         w, store = self.world, self.store
-        out = []
-        if self.model.pip453 and not _md_i1(self.model, self.serde):
+        out = [DIVERGENCE] if self.disagreement else []
+        if self.model.pip453 and not (_md_i1(self.model, self.serde) and _serde_queued_right(self.model, w)):
             out.append("MD-I1")
         if not _md_i2(w, self.model):
             out.append("MD-I2")
@@ -235,6 +246,20 @@ def _md_i1(model: MetadataModel, serde: RecordingSerde[Any]) -> bool:
         if r.thread != worker_of(model, r.path) or r.task is None or r.task < last.get(r.path, -1):
             return False
         last[r.path] = r.task
+    return True
+
+
+def _serde_queued_right(model: MetadataModel, world: World) -> bool:
+    """MD-I1 one step early: a cache serde task (`serialize(p)`, or `async:get(p)`, the decode continuation;
+    only the cache submits async continuations) sits only on p's worker by the spec's hash, and a worker
+    holds no task of another path."""
+    prefix = f"{model.name}-worker-"
+    for t in world.thread_states():
+        for label in (*t.queued, *((t.current,) if t.current else ())):
+            path = _PATH_IN_LABEL.search(label)
+            serde = label.startswith(("async:", "serialize("))
+            if (serde or t.name.startswith(prefix)) and (path is None or worker_of(model, path.group(1)) != t.name):
+                return False
     return True
 
 
