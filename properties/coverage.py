@@ -160,12 +160,16 @@ def _ks_ring(c: Mapping[str, Param]) -> tuple[int, int]:
 
 def _ks_collided(c: Mapping[str, Param], v: Vars) -> bool:
     """Two connected consumers claim one ring point: the second waits in the point's colliding list."""
+    if "ring" not in v:  # the tracker scope has no ring
+        return False
     join = [(str(_list(x)[1]), _int(_list(x)[2])) for x in _list(v["consumers"])]
     return any(len(set(slots)) > 1 for slots in ks_claims(join, *_ks_ring(c)).values())
 
 
 def _ks_past_draining(c: Mapping[str, Param], v: Vars) -> bool:
     """Mark-delete passed a message of a hash that is still draining (the drainer holds a later one)."""
+    if "mark_delete" not in v:  # the tracker scope has no cursor
+        return False
     range_max = _ks_ring(c)[1]
     draining = {_int(_list(d)[0]) for d in _list(v["draining"])}
     passed = _list(v["messages"])[: _int(v["mark_delete"]) + 1]

@@ -19,6 +19,7 @@ A configuration with `scope: tracker` selects the smaller scope of `PendingAcksM
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -53,6 +54,14 @@ def _int(action: Action, name: str) -> int:
 def _entries(positions: Iterable[Position]) -> list[Json]:
     """Positions of ledger 1 as sorted entry ids, as the model's variables hold them."""
     return [p[1] for p in sorted(positions)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _sorted_claims(
+    join: tuple[tuple[str, int], ...], points: int, range_max: int
+) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """`claims` by ascending point, cached: a walk asks for the same few join orders at every step."""
+    return tuple((point, tuple(slots)) for point, slots in sorted(claims(join, points, range_max).items()))
 
 
 class KeySharedReference:
@@ -265,9 +274,9 @@ class KeySharedReference:
     def _canonical_ring(self) -> list[tuple[int, int, tuple[int, ...]]]:
         """KS-I8 from the recorded joins: per point, the earliest claimer selected, the rest colliding."""
         ids = [cid for cid, _, _ in self.joins]
-        join = [(name, index) for _, name, index in self.joins]
+        join = tuple((name, index) for _, name, index in self.joins)
         return [(point, ids[slots[0]], tuple(ids[s] for s in slots[1:]))
-                for point, slots in sorted(claims(join, self.points, self.range_max).items())]
+                for point, slots in _sorted_claims(join, self.points, self.range_max)]
 
     def _ring_canonical(self) -> bool:
         """KS-I8: the reference's ring and name indexes are those of the recorded joins."""
