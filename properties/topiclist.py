@@ -3,7 +3,17 @@
 `TopicListReference` builds the reference world of `reference_impl.topiclist` for a model config
 (one `AsyncSemaphore`, or dual limiters with a `Broker` and a `Proxy`), performs the model's
 actions on it, returns observations in the model's shape, projects the reference onto exactly the
-model's variables, and checks invariants directly on reference internals (`violations`).
+model's variables, and judges the invariants on the reference side (`violations`).
+
+The rule for `violations`: every invariant the model declares is evaluated on the reference
+against an **independent oracle**: the harness's own record of its inputs and of what the
+reference answered (and when), or a function of those inputs written here from the spec; never
+by asking the code under test what the right answer is. The semaphore scope keeps a ledger of
+the value each permit must hold, of the requests that came back pending and of the executor
+running, so TL-I10 knows the head and the available permits at a pass without reading the queue;
+the flows scope counts reply attempts per request and treats a request still unanswered once
+nothing more can happen (executor idle, no listing, broker response or write left for the
+harness) as TL-I8, exempting only watches the harness disconnected, closed or cut off by close().
 
 How model names map to the reference:
 
@@ -440,6 +450,7 @@ class _FlowsWorld:
         self.closed_limiter = False
         self.failed: set[str] = set()
         self._granted_seen = [0] * len(self.pools)
+        self.issued: list[list[Permit]] = [[] for _ in self.pools]  # per pool: every permit it issued
         for i, (pool, _, _) in enumerate(self.pools):
             self._wrap_issue(i, pool)
 
@@ -463,9 +474,11 @@ class _FlowsWorld:
                 self._granted_seen[index] = granted
                 if any(p.seq < seq for p in pool.queue):
                     self.failed.add("TL-I3")
-            if not pool.unbounded and permits > pool.max_permits:
+            if 0 < self.model.pool_max[index] < permits:
                 self.failed.add("TL-I5")
-            return original(seq, permits)
+            permit = original(seq, permits)
+            self.issued[index].append(permit)
+            return permit
 
         pool._issue = _issue  # type: ignore[method-assign]
 
@@ -648,16 +661,17 @@ class _FlowsWorld:
 
     def violations(self) -> list[str]:
         failed = set(self.failed)
-        for pool, _, _ in self.pools:
-            if pool.unbounded:
+        for i, (pool, _, _) in enumerate(self.pools):
+            mx = self.model.pool_max[i]  # the configured bounds, not the pool's own idea of them
+            if mx <= 0:
                 continue
-            if not 0 <= pool.available <= pool.max_permits:
+            if not 0 <= pool.available_permits <= mx:
                 failed.add("TL-I1")
-            if pool.acquired_permits != sum(p.permits for p in pool.live.values()):
-                failed.add("TL-I2")
-            if any(p.permits > pool.max_permits for p in pool.live.values()):
+            if not pool.acquired_permits == mx - pool.available_permits == sum(p.permits for p in self.issued[i]):
+                failed.add("TL-I2")  # against every permit the harness saw issued, not the pool's live set
+            if any(p.permits > mx for p in self.issued[i]):
                 failed.add("TL-I5")
-            if 0 < pool.max_queue_size < pool.queue_size:
+            if 0 < self.model.pool_queue[i] < pool.queue_size:
                 failed.add("TL-I6")
         if self.ex.idle() and any(pool.queue for pool, _, _ in self.pools):
             failed.add("TL-I4")
