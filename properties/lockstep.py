@@ -10,6 +10,7 @@ beside the reference), explained by its `disagreement` attribute.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -54,13 +55,39 @@ def as_json(value: object) -> object:
     return value
 
 
+def same_json(a: object, b: object) -> bool:
+    """Equal as JSON values, strictly: `true` is not `1`, `1` is not `1.0`, an array is not a string.
+
+    Python's `==` says `True == 1`; a port that answers `1` for a boolean must not pass for it.
+    """
+    if isinstance(a, bool) or isinstance(b, bool) or isinstance(a, float) or isinstance(b, float):
+        return type(a) is type(b) and a == b
+    if isinstance(a, list | tuple):
+        return isinstance(b, list | tuple) and len(a) == len(b) and all(map(same_json, a, b))
+    if isinstance(a, dict):
+        return (isinstance(b, dict) and a.keys() == b.keys()
+                and all(same_json(value, b[key]) for key, value in a.items()))
+    return type(a) is type(b) and a == b
+
+
+def to_text(value: object) -> str:
+    """A value as JSON text, for messages a port author reads (`true`, `[1, 2]`, not Python's reprs)."""
+    try:
+        return json.dumps(as_json(value), sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def first_difference(
     expected: Mapping[str, Json], actual: Mapping[str, Json], sides: tuple[str, str] = ("model", "implementation")
 ) -> str:
-    """The first variable, by name, whose values differ, with both values."""
+    """The first variable, by name, whose values differ (strictly, as JSON), with both values as JSON."""
     for name in sorted(set(expected) | set(actual)):
-        if as_json(expected.get(name)) != as_json(actual.get(name)):
-            return f"{name}: {sides[0]} {expected.get(name)!r} != {sides[1]} {actual.get(name)!r}"
+        if name not in actual or name not in expected or not same_json(expected[name], actual[name]):
+            missing = "(missing)"
+            left = to_text(expected[name]) if name in expected else missing
+            right = to_text(actual[name]) if name in actual else missing
+            return f"{name}: {sides[0]} {left} != {sides[1]} {right}"
     return ""
 
 
@@ -89,10 +116,10 @@ class Lockstep(Generic[S]):
         if self.implementation is not None:
             failures += [f for f in self.implementation.violations() if f not in failures]
             actual = self.implementation.vars()
-            if actual != model_vars and as_json(actual) != as_json(model_vars):  # a port sends arrays, not tuples
+            if not same_json(model_vars, actual):  # strictly: a port's `1` is not the model's `true`
                 detail = "state " + first_difference(model_vars, actual)
-            elif predicted is not None and observed != predicted:
-                detail = f"observation: model {predicted!r} != implementation {observed!r}"
+            elif predicted is not None and not same_json(predicted, observed):
+                detail = f"observation: model {to_text(predicted)} != implementation {to_text(observed)}"
             elif DIVERGENCE in failures:
                 detail = str(getattr(self.implementation, "disagreement", ""))
             if detail and DIVERGENCE not in failures:

@@ -31,8 +31,9 @@ from properties.lockstep import (
     ImplementationFactory,
     Lockstep,
     StepOutcome,
-    as_json,
     first_difference,
+    same_json,
+    to_text,
 )
 from properties.stateful import build_state_machine, find_failure
 from traces.format import Trace
@@ -91,8 +92,8 @@ class BesideReference:
         observed = self.port.apply(action)
         expected = self.reference.apply(action)
         both = observed is not None and expected is not None  # None: no observation to compare (as lockstep)
-        if not self.disagreement and both and as_json(observed) != as_json(expected):
-            self.disagreement = f"observation: reference {expected!r} != port {observed!r}"
+        if not self.disagreement and both and not same_json(expected, observed):
+            self.disagreement = f"observation: reference {to_text(expected)} != port {to_text(observed)}"
         return observed
 
     def vars(self) -> dict[str, Json]:

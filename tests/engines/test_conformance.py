@@ -6,7 +6,7 @@ import itertools
 
 import networkx as nx
 
-from models.core import Action, Observation
+from models.core import Action, Json, Observation
 from properties.conformance import Deviation, conform, run_walk, tour
 from properties.explorer import explore
 from properties.lockstep import DIVERGENCE
@@ -105,3 +105,16 @@ def test_an_exception_in_the_implementation_is_a_failure_with_its_step() -> None
     found = conform(_model, RaisesOnLock).deviation
     assert found is not None and found.target == "exception" and found.detail == "KeyError: 'lock'"
     assert [a.name for a in found.actions][-1] == "lock"
+
+
+class AnswersOneForTrue(CounterImpl):
+    """Projects `locked` as 1/0, as a port in a language without booleans might: equal in Python, not in JSON."""
+
+    def vars(self) -> dict[str, Json]:
+        return {"x": self.x, "locked": int(self.locked)}
+
+
+def test_a_number_is_not_a_boolean_and_the_message_is_json() -> None:
+    found = conform(_model, AnswersOneForTrue).deviation
+    assert found is not None and found.target == DIVERGENCE
+    assert found.detail == "state locked: model false != implementation 0"  # from the initial state on
