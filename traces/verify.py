@@ -318,11 +318,16 @@ def verify(
 
 
 def record_on_port(model: Model[Any], spec: PortSpec, failure: Failure) -> Trace:
-    """The failing run as a trace with the port's states; a port error ends it at the failing step."""
+    """The failing run as a trace with the port's states.
+
+    A misbehaving port (exit 4) has no state at its failing step, so that trace is the model's run
+    of every action up to and including the failing one, with the port's failure at that step:
+    `replay --port` sends the same actions and meets the same failure there.
+    """
     try:
         with spec.running() as implementation:
             return record(model, failure.actions, engine="port", implementation=implementation)
     except PortError as error:
-        trace = record(model, failure.actions[: max(error.step - 1, 0)], engine="port")
+        trace = record(model, failure.actions, engine="port")
         return replace(trace, failure={"step": error.step, "names": [PORT_PREFIX + error.kind],
                                        "detail": error.message})

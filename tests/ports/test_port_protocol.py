@@ -101,9 +101,13 @@ def test_verify_reports_a_misbehaving_port_with_exit_code_4(
     assert code == INFRA, out
     kind = MODES[mode]
     assert f"port-{kind} at step 1" in out
-    trace = load(next((tmp_path / "out" / "topiclist").glob(f"current-port-port-{kind}.json")))
+    path = next((tmp_path / "out" / "topiclist").glob(f"current-port-port-{kind}.json"))
+    trace = load(path)
     assert trace.failure["names"] == [f"port-{kind}"] and trace.failure["step"] == 1
+    assert len(trace.actions) == 1  # the failing step is in the trace: replaying it reproduces the failure
     assert time.monotonic() - started < 30
+    assert main(["replay", str(path), "--step-timeout", "0.5", "--port", *_argv(mode, 1, pidfile)]) == INFRA
+    assert f"step 1: port-{kind}" in capsys.readouterr().out
     _assert_none_alive(pidfile)
 
 
