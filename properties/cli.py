@@ -28,7 +28,7 @@ from models.core import Action, Model, Param
 from properties import profiles, registry
 from properties.conformance import Conformance, conform
 from properties.coverage import Coverage, Recorder, from_exploration
-from properties.explorer import Exploration, Finding, explore
+from properties.explorer import Exploration, Finding, Progress, explore
 from properties.lockstep import DIVERGENCE
 from properties.registry import Mechanism
 from properties.stateful import FailedRun, build_state_machine, find_failure
@@ -119,10 +119,14 @@ def run_explorer(mechanism: Mechanism, variant: str, config_name: str, max_state
     model = _model(mechanism, mechanism.explore_configs[config_name], variant)
     _progress(f"  explore {mechanism.name}/{variant}/{config_name}")
 
-    def report(done: int, seen: int) -> None:
-        _progress(f"  explore {mechanism.name}/{variant}/{config_name}: {done} expanded, {seen} seen")
+    def report(where: Progress) -> None:
+        _progress(f"  explore {mechanism.name}/{variant}/{config_name}: {where.line()}")
 
-    return explore(model, max_states=max_states, progress=report, terminal_ok=getattr(model, "terminal_ok", None))
+    result = explore(model, max_states=max_states, progress=report, terminal_ok=getattr(model, "terminal_ok", None))
+    done = Progress(result.transitions, len(result.states), 0, result.max_depth, result.elapsed_s)
+    _progress(f"  explore {mechanism.name}/{variant}/{config_name}: {'done' if result.complete else 'bounded'}: "
+              f"{done.line()}")
+    return result
 
 
 def run_stateful(

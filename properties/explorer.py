@@ -34,6 +34,26 @@ class Finding:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class Progress:
+    """Where a long search is, as TLC reports it: states generated, distinct, still queued, depth, rate."""
+
+    generated: int
+    distinct: int
+    queued: int
+    depth: int
+    elapsed_s: float
+
+    def line(self) -> str:
+        rate = self.distinct / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        return (f"{self.generated:,} states generated, {self.distinct:,} distinct, {self.queued:,} left on queue, "
+                f"depth {self.depth}, {rate:,.0f} distinct states/s, {self.elapsed_s:.0f}s")
+
+
+PROGRESS_EVERY_S = 5.0
+"""Seconds between two progress reports of a long search (the report never changes what is found)."""
+
+
 @dataclass
 class Exploration(Generic[S]):
     """What a search saw: counts, the edge list of the state graph, and shortest counterexamples.
@@ -93,7 +113,7 @@ def explore(
     check_liveness: bool = True,
     check_deadlock: bool = True,
     terminal_ok: Callable[[S], bool] | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[Progress], None] | None = None,
     record_labels: bool = False,
 ) -> Exploration[S]:
     """Enumerate the states reachable in `model` and check its properties on every one.
@@ -120,7 +140,7 @@ def _explore(
     check_liveness: bool,
     check_deadlock: bool,
     terminal_ok: Callable[[S], bool] | None,
-    progress: Callable[[int, int], None] | None,
+    progress: Callable[[Progress], None] | None,
     record_labels: bool,
 ) -> Exploration[S]:
     started = time.perf_counter()
@@ -140,6 +160,7 @@ def _explore(
     invariants = list(model.invariants)
     key, step, enabled = model.key, model.step, model.enabled
     complete = True
+    next_report = started + PROGRESS_EVERY_S
 
     def path_to(i: int) -> tuple[Action, ...]:
         out: list[Action] = []
@@ -191,8 +212,9 @@ def _explore(
             targets.append(j)
             coverage[action.name] = coverage.get(action.name, 0) + 1
         i += 1
-        if progress is not None and i % 50_000 == 0:
-            progress(i, len(states))
+        if progress is not None and i % 1024 == 0 and time.perf_counter() >= next_report:
+            next_report = time.perf_counter() + PROGRESS_EVERY_S
+            progress(Progress(len(sources), len(states), len(states) - i, depth[i - 1], time.perf_counter() - started))
 
     result = Exploration(
         states=states,
