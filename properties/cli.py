@@ -38,6 +38,7 @@ from traces.promote import CORPUS, promote
 from traces.protocol import describe
 from traces.replay import STUCK_KINDS, record, replay
 from traces.report import render
+from traces.shrink import shrink, stuck_oracle
 from traces.verify import PORT_PREFIX, PortSpec, record_on_port, run_actions, verify
 
 PASS, VIOLATED, DIVERGED, USAGE, INFRA = 0, 1, 2, 3, 4
@@ -66,7 +67,12 @@ def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+TABLE_CELL = 160
+"""The widest cell of a printed table; the full text is in `--json` and in the trace."""
+
+
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
+    rows = [[c if len(str(c)) <= TABLE_CELL else str(c)[: TABLE_CELL - 1] + "…" for c in r] for r in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
@@ -270,8 +276,7 @@ def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str
                                  finding)
             detail += f"; {finding.kind} {finding.name} in {len(finding.path)} steps ({finding.detail}): {path}"
             found = {"failures": names, "target": finding.name, "steps": len(finding.path), "trace": str(path)}
-            if code:
-                _progress(f"reproduce: brokerspec replay {path}")
+            _progress(f"reproduce: brokerspec replay {path}")
         report.add([mechanism.name, f"explorer[{config_name}]", variant, verdict, detail, f"{result.elapsed_s:.1f}s"],
                    code if expected is None else PASS, found)
     return caught
@@ -305,8 +310,7 @@ def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: s
             path = _save_finding(Path(args.out), mechanism, model, actions, f"hypothesis[{config_name}]", args.seed)
             detail += f"; {target} in {len(actions)} steps: {path}"
             found = {"failures": names, "target": target, "steps": len(actions), "trace": str(path)}
-            if code:
-                _progress(f"reproduce: brokerspec replay {path}")
+            _progress(f"reproduce: brokerspec replay {path}")
         elif run is not None:
             detail += f"; {run.detail}"
             found = {"failures": names, "target": names[0] if names else "exception", "steps": 0}
@@ -432,6 +436,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
 def cmd_explore(args: argparse.Namespace) -> int:
     mechanism = _mechanisms([args.mechanism])[0]
     variant = args.variant or mechanism.current
+    args.config = args.config or next(iter(mechanism.explore_configs))
     if args.config not in mechanism.explore_configs:
         raise UsageError(f"unknown config {args.config!r} (known: {', '.join(mechanism.explore_configs)})")
     result = run_explorer(mechanism, variant, args.config, args.max_states)
@@ -481,13 +486,23 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     mechanism = _mechanisms([trace.mechanism])[0]
     model = _model(mechanism, trace.config, trace.variant)
     target = str(names[0])
+    kind = trace.failure.get("kind")
+    stuck = (str(kind), target) if kind in STUCK_KINDS else None
     try:
-        actions = shrunk(mechanism, model.config, model.variant, trace.actions, target)
-    except ValueError:
+        if stuck is not None:  # a liveness or deadlock finding: the last state must stay stuck
+            oracle = stuck_oracle(lambda: mechanism.make_model(model.config, model.variant), *stuck)
+            if not oracle(trace.actions):
+                raise ValueError(target)
+            actions = shrink(trace.actions, oracle)
+        else:
+            actions = shrunk(mechanism, model.config, model.variant, trace.actions, target)
+    except (ValueError, TraceError):
         raise UsageError(f"{args.trace}: the trace no longer fails with {target}") from None
-    out = Path(args.output or args.trace.replace(".json", ".shrunk.json"))
+    source = Path(args.trace)
+    out = Path(args.output) if args.output else source.with_name(source.name.removesuffix(".json") + ".shrunk.json")
     implementation = mechanism.make_reference(model.config, model.variant) if mechanism.make_reference else None
-    save(record(model, actions, engine=f"{trace.engine}+shrink", seed=trace.seed, implementation=implementation), out)
+    save(record(model, actions, engine=f"{trace.engine}+shrink", seed=trace.seed, implementation=implementation,
+                stuck=stuck), out)
     print(f"{args.trace}: {len(trace.actions)} -> {len(actions)} steps, still {target}: {out}")
     return PASS
 
@@ -728,31 +743,50 @@ def cmd_protocol(args: argparse.Namespace) -> int:
     return PASS
 
 
+def _at_least(least: float, kind: Callable[[str], Any] = int) -> Callable[[str], Any]:
+    """An argparse type: a number of `kind` no smaller than `least` (a negative budget is a usage error)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{text} is below {least:g}")
+        return value
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="brokerspec", description=__doc__.splitlines()[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    names = ", ".join(registry.mechanisms())
+
     def common(p: argparse.ArgumentParser, many: bool = True) -> None:
         if many:
-            p.add_argument("--mechanism", action="append", help="limit to this mechanism (repeatable)")
+            p.add_argument("--mechanism", action="append", help=f"limit to this mechanism (repeatable): {names}")
         p.add_argument("--seed", type=int, default=0, help="seed for Hypothesis (default 0)")
 
     check = sub.add_parser("check", help="every engine on every mechanism, with a summary table")
     common(check)
     check.add_argument("--variant", help="only this variant (default: current and its known-bad twins)")
-    check.add_argument("--batches", type=int, default=3,
+    check.add_argument("--batches", type=_at_least(1), default=3,
                        help="Hypothesis batches per configuration, seeds SEED, SEED+1, ... (default 3; deterministic)")
-    check.add_argument("--budget", type=float, default=None,
+    check.add_argument("--budget", type=_at_least(0.0, float), default=None,
                        help="optional cap in seconds on each configuration's Hypothesis batches (default: none)")
-    check.add_argument("--conformance-steps", type=int, default=CONFORMANCE_STEPS,
+    check.add_argument("--conformance-steps", type=_at_least(0), default=CONFORMANCE_STEPS,
                        help=f"replayed steps per configuration for the conformance exploration (default "
                             f"{CONFORMANCE_STEPS:,}; 0 turns it off)")
-    check.add_argument("--profile", default="ci", choices=profiles.PROFILES)
-    check.add_argument("--depth", type=int, default=10, help="Z3 bounded-proof depth")
-    check.add_argument("--max-states", type=int, default=None)
+    check.add_argument("--profile", default="ci", choices=profiles.PROFILES,
+                       help="Hypothesis profile: dev (fast), ci (derandomized, the default), nightly (long)")
+    check.add_argument("--depth", type=_at_least(1), default=10, help="Z3 bounded-proof depth (default 10)")
+    check.add_argument("--max-states", type=_at_least(1), default=None,
+                       help="bound each exploration to this many states (default: no bound; the row then says bounded)")
     check.add_argument("--out", default="brokerspec-out", help="where counterexample traces are written")
     check.add_argument("--junit", metavar="FILE", help="also write the table as JUnit XML")
-    check.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+    check.add_argument("--workers", type=_at_least(1), default=min(2, os.cpu_count() or 1),
                        help="processes that share the conformance replay (default: 2, or 1 on one core); the "
                             "verdict is the same for any number")
     check.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
@@ -761,20 +795,23 @@ def _parser() -> argparse.ArgumentParser:
 
     prove = sub.add_parser("prove", help="Z3 bounded proofs and k-induction, with their twins")
     common(prove)
-    prove.add_argument("--depth", type=int, default=10)
+    prove.add_argument("--depth", type=_at_least(1), default=10, help="the BMC depth (default 10)")
     prove.set_defaults(run=cmd_prove)
 
     explore_p = sub.add_parser("explore", help="breadth-first exploration of one configuration")
-    explore_p.add_argument("--mechanism", required=True)
-    explore_p.add_argument("--variant")
-    explore_p.add_argument("--config", default="small")
-    explore_p.add_argument("--max-states", type=int, default=None)
-    explore_p.add_argument("--out", default="brokerspec-out")
+    explore_p.add_argument("--mechanism", required=True, help=f"one of: {names}")
+    explore_p.add_argument("--variant", help="the variant to explore (default: the current one)")
+    explore_p.add_argument("--config", help="an explore configuration (default: the mechanism's first)")
+    explore_p.add_argument("--max-states", type=_at_least(1), default=None,
+                           help="stop after this many distinct states (default: no bound)")
+    explore_p.add_argument("--out", default="brokerspec-out",
+                           help="where counterexample traces are written (default brokerspec-out)")
     explore_p.set_defaults(run=cmd_explore)
 
     replay_p = sub.add_parser("replay", help="replay a trace against the model or the reference")
     replay_p.add_argument("trace")
-    replay_p.add_argument("--against", choices=("model", "reference"), default="model")
+    replay_p.add_argument("--against", choices=("model", "reference"), default="model",
+                          help="replay on the model (default) or on the reference implementation beside it")
     replay_p.add_argument("--variant", help="replay the same actions on another variant")
     replay_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
     replay_p.add_argument("--port", nargs=argparse.REMAINDER,
@@ -783,7 +820,7 @@ def _parser() -> argparse.ArgumentParser:
 
     shrink_p = sub.add_parser("shrink", help="delta-debug a failing trace to a shorter one")
     shrink_p.add_argument("trace")
-    shrink_p.add_argument("-o", "--output")
+    shrink_p.add_argument("-o", "--output", help="the shrunk trace (default: TRACE's name with .shrunk.json)")
     shrink_p.set_defaults(run=cmd_shrink)
 
     promote_p = sub.add_parser("promote", help="write a pytest regression test replaying a trace")

@@ -36,6 +36,24 @@ def failure_oracle(make_lockstep: Callable[[], Lockstep[Any]], target: str) -> O
     return fails
 
 
+def stuck_oracle(make_model: Callable[[], Any], kind: str, name: str) -> Oracle:
+    """True when the actions, run on a fresh model, end in a state stuck as the `kind` finding `name`
+    (a deadlock, or a state from which the liveness property `name` can no longer be met)."""
+    from traces.replay import stuck_detail  # replay imports this module
+
+    def fails(actions: Sequence[Action]) -> bool:
+        model = make_model()
+        state = model.initial()
+        try:
+            for action in actions:
+                state, _ = model.step(state, action)
+        except ActionNotEnabled:
+            return False
+        return stuck_detail(model, state, kind, name) is not None
+
+    return fails
+
+
 def _ddmin(actions: list[Action], fails: Oracle) -> list[Action]:
     granularity = 2
     while len(actions) >= 2:
