@@ -35,8 +35,11 @@ def test_shrink_never_overwrites_its_input(tmp_path: Path) -> None:
     assert source.read_bytes() == before and (tmp_path / "trace.shrunk.json").exists()
 
 
-@pytest.mark.parametrize("argv", [["check", "--budget", "-1"], ["check", "--batches", "0"], ["prove", "--depth", "x"],
-                                  ["check", "--workers", "0"], ["explore", "--mechanism", "keyshared", "--config", "x"]])
+BAD = [["check", "--budget", "-1"], ["check", "--batches", "0"], ["prove", "--depth", "x"], ["check", "--workers", "0"],
+       ["explore", "--mechanism", "keyshared", "--config", "x"]]
+
+
+@pytest.mark.parametrize("argv", BAD)
 def test_a_bad_number_or_name_is_one_line_and_exit_3(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == USAGE
     err = capsys.readouterr().err.strip()
