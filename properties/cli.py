@@ -493,7 +493,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             oracle = stuck_oracle(lambda: mechanism.make_model(model.config, model.variant), *stuck)
             if not oracle(trace.actions):
                 raise ValueError(target)
-            actions = shrink(trace.actions, oracle)
+            actions = shrink(trace.actions, oracle, model=mechanism.make_model(model.config, model.variant))
         else:
             actions = shrunk(mechanism, model.config, model.variant, trace.actions, target)
     except (ValueError, TraceError):

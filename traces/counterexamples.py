@@ -46,7 +46,7 @@ def shrunk(
     def make() -> Lockstep[Any]:
         return Lockstep(mechanism.make_model(config, variant), _reference(mechanism, config, variant))
 
-    return shrink(actions, failure_oracle(make, target))
+    return shrink(actions, failure_oracle(make, target), model=mechanism.make_model(config, variant))
 
 
 def recorded(

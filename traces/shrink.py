@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
-from models.core import Action, ActionNotEnabled, Param
+from models.core import Action, ActionNotEnabled, Model, Param
 from properties.lockstep import Lockstep
 
 Oracle = Callable[[Sequence[Action]], bool]
+T = TypeVar("T")
+
+Choice = tuple[str, int]
+"""A step as the Hypothesis machine draws it: the action's name and its index among the enabled actions of
+that name. Re-deriving the action from the choice in whatever state the run has reached lets a step be
+dropped even when later parameters depended on it (an absolute time, a request id), as Hypothesis shrinks."""
 
 
 def failure_oracle(make_lockstep: Callable[[], Lockstep[Any]], target: str) -> Oracle:
@@ -54,7 +60,7 @@ def stuck_oracle(make_model: Callable[[], Any], kind: str, name: str) -> Oracle:
     return fails
 
 
-def _ddmin(actions: list[Action], fails: Oracle) -> list[Action]:
+def _ddmin(actions: list[T], fails: Callable[[list[T]], bool]) -> list[T]:
     granularity = 2
     while len(actions) >= 2:
         size = max(1, len(actions) // granularity)
@@ -108,14 +114,70 @@ def _merge_neighbours(actions: list[Action], fails: Oracle) -> list[Action]:
     return actions
 
 
-def shrink(actions: Sequence[Action], fails: Oracle, max_rounds: int = 8) -> tuple[Action, ...]:
-    """The smallest run found that still `fails`; `actions` itself must fail."""
+def choices_of(model: Model[Any], actions: Sequence[Action]) -> list[Choice]:
+    """Each action as (name, index among the enabled actions of that name); `ActionNotEnabled` if one is not."""
+    state = model.initial()
+    out: list[Choice] = []
+    for action in actions:
+        same = [a for a in model.enabled(state) if a.name == action.name]
+        if action not in same:
+            raise ActionNotEnabled(action, "not among the enabled actions")
+        out.append((action.name, same.index(action)))
+        state, _ = model.step(state, action)
+    return out
+
+
+def actions_of(model: Model[Any], choices: Sequence[Choice]) -> list[Action]:
+    """The run the choices make from the initial state: a kind with nothing enabled is skipped, and an
+    index past the end takes the last enabled action of its kind."""
+    state = model.initial()
+    out: list[Action] = []
+    for name, index in choices:
+        same = [a for a in model.enabled(state) if a.name == name]
+        if not same:
+            continue
+        action = same[min(index, len(same) - 1)]
+        out.append(action)
+        state, _ = model.step(state, action)
+    return out
+
+
+def _shrink_choices(model: Model[Any], actions: list[Action], fails: Oracle) -> list[Action]:
+    """ddmin over the choices, then each index lowered toward 0, re-deriving the actions every time."""
+    try:
+        choices = choices_of(model, actions)
+    except ActionNotEnabled:
+        return actions
+
+    def still(candidate: list[Choice]) -> bool:
+        return fails(actions_of(model, candidate))
+
+    choices = _ddmin(choices, still)
+    for position, (name, index) in enumerate(choices):
+        for lower in range(index):
+            candidate = [*choices[:position], (name, lower), *choices[position + 1 :]]
+            if still(candidate):
+                choices = candidate
+                break
+    return actions_of(model, choices)  # every choice list kept above fails, the first one as `actions` did
+
+
+def shrink(
+    actions: Sequence[Action], fails: Oracle, max_rounds: int = 8, model: Model[Any] | None = None
+) -> tuple[Action, ...]:
+    """The smallest run found that still `fails`; `actions` itself must fail.
+
+    With the `model`, steps are also dropped as choices re-derived in each state (`Choice`), which
+    removes steps that the value-based passes cannot (a clock advance that later times depend on).
+    """
     current = list(actions)
     if not fails(current):
         raise ValueError("shrink needs a failing run to start from")
     for _ in range(max_rounds):
         before = list(current)
         current = _lower_params(_merge_neighbours(_ddmin(current, fails), fails), fails)
+        if model is not None:
+            current = _shrink_choices(model, current, fails)
         if current == before:
             break
     return tuple(current)

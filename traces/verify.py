@@ -265,7 +265,7 @@ def shrink_failure(make_model: Callable[[], Model[Any]], spec: PortSpec, failure
 
     if not fails(failure.actions):
         return failure  # not reproducible from a fresh start (a flaky port): keep it as found
-    actions = shrink(failure.actions, fails)
+    actions = shrink(failure.actions, fails, model=make_model())
     again = run_actions(make_model, spec, actions)
     detail = again.detail if again is not None else failure.detail
     return Failure(actions, failure.target, detail, failure.engine)

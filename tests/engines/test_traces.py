@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 
 import itf_py
 import pytest
 
-from models.core import Action
+from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
 from properties.lockstep import Lockstep
 from tests.engines.tiny import CounterImpl, CounterModel
 from traces import format as tf
@@ -179,3 +180,44 @@ def test_a_stuck_trace_replays_to_its_finding_and_passes_where_the_state_is_not_
 def test_recording_a_state_that_is_not_stuck_as_stuck_is_refused() -> None:
     with pytest.raises(ValueError, match="not a liveness"):
         record(CounterModel({"limit": 3}, "fixed"), STUCK_RUN, engine="explorer", stuck=("liveness", "C-L1"))
+
+
+Clock = tuple[int, tuple[int, ...]]
+
+
+class Timers:
+    """Arm a timer 2 ticks ahead (`arm(at)` names the absolute time, as traces record it); two armed
+    timers break T-I1. Dropping an early `tick` makes every later recorded `arm(at)` impossible."""
+
+    def __init__(self) -> None:
+        self.mechanism, self.variant = "timers", "fixed"
+        self.action_names: Sequence[str] = ("tick", "arm")
+        self.config: Mapping[str, Param] = {}
+        self.liveness: Sequence[Liveness[Clock]] = ()
+        self.invariants: Sequence[Invariant[Clock]] = [Invariant("T-I1", lambda s: len(s[1]) < 2)]
+
+    def initial(self) -> Clock:
+        return (0, ())
+
+    def enabled(self, state: Clock) -> Sequence[Action]:
+        now, armed = state
+        return [Action.of("tick"), *([Action.of("arm", at=now + 2)] if now + 2 not in armed else [])]
+
+    def step(self, state: Clock, action: Action) -> tuple[Clock, Observation]:
+        if action not in self.enabled(state):
+            raise ActionNotEnabled(action, f"now={state[0]}")
+        now, armed = state
+        return ((now + 1, armed) if action.name == "tick" else (now, (*armed, now + 2))), None
+
+    def key(self, state: Clock) -> Hashable:
+        return state
+
+    def vars(self, state: Clock) -> dict[str, Json]:
+        return {"now": state[0], "armed": list(state[1])}
+
+
+def test_shrinking_by_choices_drops_a_step_that_later_parameters_depend_on() -> None:
+    fails = failure_oracle(lambda: Lockstep(Timers()), "T-I1")
+    run = [Action.of("tick"), Action.of("arm", at=3), Action.of("tick"), Action.of("arm", at=4)]
+    assert len(shrink(run, fails)) == 4  # by values, no step can go: each `arm(at)` needs its ticks
+    assert shrink(run, fails, model=Timers()) == (Action.of("arm", at=2), Action.of("tick"), Action.of("arm", at=3))
