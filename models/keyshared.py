@@ -21,6 +21,9 @@ delivered and has not acked, released or lost by disconnecting (KS-I1 is checked
 pending acks), and per-key order (KS-I4) is checked at each delivery on what the consumer received.
 Transition properties (KS-I4, KS-I5a, KS-I6) leave their name in `broken`, so that they can be checked
 as state invariants by every engine.
+What a step did that no variable shows (a ring point promoted, an unblock inside a pass, a draining
+hash back with its drainer) is named in `events`, reset at every step, so that coverage can tell
+those corners were reached.
 
 Liveness needs a fairness assumption that `AG EF` cannot state directly: without it, acking the
 blocking message or changing the consumers is always a way out. `settle(stubborn)` commits the rest
