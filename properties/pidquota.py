@@ -24,7 +24,9 @@ entries and sensors across a produce; PQ-I9 on the vectors and on each tracked P
 `murmur_indices`; PQ-I10 on the layer order and on probes leaving the entry untouched; PQ-I11 on
 `track`'s answer, `contains` and `find` against the per-layer test on oracle indices. Every name
 found in a step is reported with that step (a failing hasher vector with the first one, so that a
-trace names it).
+trace names it). A history invariant the model also judges (PQ-I1, PQ-I2, PQ-I4a, PQ-I5's idle clause)
+is judged at the same step as the model, on an actual `track` or cleanup, never predicted from the
+state: a name given earlier than the model gives it would make traces the model cannot replay.
 """
 
 from __future__ import annotations
@@ -200,7 +202,6 @@ class PidQuotaReference:
             observed = {"removed": list[Json](removed)}
         else:
             raise ValueError(f"pidquota reference: unknown action {action}")
-        self._judge_horizon()  # first: the headline invariant names a step that breaks several
         if dropped:
             self._flag("PQ-I5")
         self._judge_state()
@@ -284,15 +285,6 @@ class PidQuotaReference:
             last = max((t for (p, _), t in self.last.items() if p == principal), default=None)
             if self.cleaned_at is not None and last is not None and last < self.cleaned_at - model.window:
                 self._flag("PQ-I5")
-
-    def _judge_horizon(self) -> None:
-        """PQ-I1 ahead of the next track: a PID tracked at s is still held by one layer while now <= s + H."""
-        for (principal, pid), t in self.last.items():
-            if self.now > t + self.model.horizon:
-                continue
-            held, mask = snapshot(self.cache.entry_of(principal)), self.masks[pid]
-            if held is None or not any(bits & mask == mask for _, _, bits in held[2]):
-                self._flag("PQ-I1")
 
     def _live(self) -> dict[str, int]:
         """Per principal, the latest `expires` of its non-empty layers (-1 if none), before a cleanup."""

@@ -1,10 +1,15 @@
-"""Invariant checks of spec §5, computed from the reference's observable state (for the tests only)."""
+"""Invariant checks of spec §5, computed from the reference's observable state (for the tests only).
+
+Where a check needs to know where work belongs, it computes the answer from the spec (the model's
+`choose_thread_index`, the `<N>-event` / `<N>` thread names), never from the reference's own routing.
+"""
 
 from __future__ import annotations
 
 import itertools
 from typing import Any
 
+from models.metadata import choose_thread_index
 from reference_impl.metadata import (
     FlushRecord,
     MetadataCache,
@@ -18,10 +23,11 @@ from reference_impl.metadata import (
 def md_i1(store: MetadataStore, serde: RecordingSerde[Any]) -> list[str]:
     """Serde of path p runs on choose_thread(p), and p's serde tasks start in submission order."""
     assert store.worker is not None
+    n = len(store.worker.threads)
     errors = []
     last_task: dict[str, int] = {}
     for r in serde.records:
-        expected = store.worker.choose_thread(r.path).name
+        expected = f"{store.name}-worker-OrderedExecutor-{choose_thread_index(r.path, n)}-0"
         if r.thread != expected:
             errors.append(f"{r} not on {expected}")
         if r.task is None or r.task < last_task.get(r.path, -1):
@@ -36,7 +42,8 @@ def md_i2(world: World, store: MetadataStore) -> list[str]:
     recs: list[NotificationRecord] = [
         r for r in world.notification_log if r.store == store.name and r.start_seq is not None
     ]
-    errors = [f"{r} not on {store.event_executor.name}" for r in recs if r.thread != store.event_executor.name]
+    event = store.name if store.threading == "legacy" else f"{store.name}-event"
+    errors = [f"{r} not on {event}" for r in recs if r.thread != event]
     recs.sort(key=lambda r: r.start_seq or 0)
     for a, b in itertools.pairwise(recs):
         if a.arrival_seq > b.arrival_seq:

@@ -17,9 +17,10 @@ from models.metadata import ACTION_NAMES, EXPLORE_CONFIG, EXPLORE_CONFIGS, HYPOT
 from properties import registry
 from properties.explorer import explore
 from properties.lockstep import DIVERGENCE, Lockstep
-from properties.metadata import MECHANISM, MetadataReference, bench, make_model
+from properties.metadata import MECHANISM, MetadataReference, bench, make_model, worker_of
 from properties.metadata_z3 import proofs
 from properties.stateful import FailedRun, build_state_machine, find_failure
+from reference_impl.metadata import executors
 from traces.format import dumps, load
 from traces.replay import reproduction_problems
 
@@ -203,3 +204,43 @@ def test_bench_reports_the_queue_waits_and_the_flush_burst() -> None:
     assert out["stall_fixed_rate_flush_starts"] == "5 25 25 25 25 30"  # §6c: 4 flushes at t=25
     assert out["stall_fixed_delay_flush_starts"] == "5 25 30"
     assert (out["stall_fixed_rate_MD-P1"], out["stall_fixed_delay_MD-P1"]) == ("fails", "holds")
+
+
+# --- the adapter's oracles are independent of the code under test -----------------------------------
+
+
+def _walk_until_failure(config: Mapping[str, Param], seeds: range, steps: int = 40) -> set[str]:
+    """Every failure name met by seeded random lockstep walks of the current variant."""
+    names: set[str] = set()
+    for seed in seeds:
+        rng = random.Random(seed)
+        reference = MetadataReference(config, "pip453")
+        lockstep = Lockstep(make_model(config, "pip453"), reference)
+        for _ in range(steps):
+            outcome = lockstep.apply(rng.choice(lockstep.model.enabled(lockstep.state)))
+            if outcome.failures:
+                names.update(outcome.failures)
+                break
+        reference.close()
+    return names
+
+
+def test_md_i1_worker_comes_from_the_spec_hash_not_the_reference_executor() -> None:
+    """The spec's table: "/a" maps to worker 1 of 4 and to 2 of 5; the adapter names threads from it."""
+    model = make_model({**EXPLORE_CONFIG, "workers": 4}, "pip453")
+    assert worker_of(model, "/a") == "N-worker-OrderedExecutor-1-0"
+    assert worker_of(make_model({**EXPLORE_CONFIG, "workers": 5}, "pip453"), "/a") == "N-worker-OrderedExecutor-2-0"
+
+
+def test_a_consistent_but_wrong_routing_is_named_md_i1(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twin of the independent MD-I1 oracle: a reference that routes every path to one worker keeps per-path
+    affinity (asking it where a path belongs would agree with it), yet MD-I1 is reported."""
+    monkeypatch.setattr(executors, "choose_thread_index", lambda key, n: 0)
+    assert "MD-I1" in _walk_until_failure(EXPLORE_CONFIG, range(30))
+
+
+def test_a_choice_the_reference_does_not_offer_is_a_divergence_not_a_crash() -> None:
+    reference = MetadataReference(EXPLORE_CONFIG, "pip453")
+    reference.apply(Action.of("run", thread="N-backend"))  # nothing queued there
+    assert reference.violations() == [DIVERGENCE] and "does not offer" in reference.disagreement
+    reference.close()

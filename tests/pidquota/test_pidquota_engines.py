@@ -12,14 +12,22 @@ import pytest
 import z3
 from hypothesis import Phase, settings
 
+import properties.pidquota
 from models.core import Action, Param
 from models.pidquota import ACTION_NAMES, EXPLORE_CONFIG, HYPOTHESIS_CONFIG, PidQuotaModel
 from properties import pidquota_z3, registry
 from properties.bmc import bmc
 from properties.explorer import explore
 from properties.lockstep import DIVERGENCE, Lockstep, first_failure
-from properties.pidquota import MECHANISM, PidQuotaReference, false_positive_rates
+from properties.pidquota import (
+    MECHANISM,
+    MURMUR_CONFIG,
+    PidQuotaReference,
+    false_positive_rates,
+    hasher_vectors_hold,
+)
 from properties.stateful import build_state_machine, find_failure
+from reference_impl.pidquota import EnhancedDoubleHasher, LayeredBloomFilter
 from tests.pidquota import corpus
 from traces.format import dumps, load
 from traces.replay import replay, reproduction_problems
@@ -103,10 +111,11 @@ def test_the_murmur_model_predicts_the_real_filters_false_positives_bit_for_bit(
 
 @pytest.mark.parametrize("name", sorted(MECHANISM.explore_configs))
 def test_explorer_passes_current_completely(name: str) -> None:
-    result = explore(PidQuotaModel(MECHANISM.explore_configs[name], "current"))
+    config = MECHANISM.explore_configs[name]
+    result = explore(PidQuotaModel(config, "current"))
     assert result.ok, result.findings
     assert result.complete  # relative time: every run of any length, in finitely many states
-    assert set(result.coverage) == set(ACTION_NAMES)
+    assert set(result.coverage) == set(ACTION_NAMES) - (set() if config["cleanup"] else {"cleanup"})
 
 
 def test_explorer_reaches_the_interesting_states_of_current() -> None:
@@ -147,7 +156,12 @@ def test_hypothesis_machine_catches_no_readd_and_traces_shrink_makes_the_run_one
     assert "PQ-I1" in run.failures
     small = corpus.shrunk(HYPOTHESIS_CONFIG, run.actions)
     assert len(small) < len(run.actions)
-    fails = failure_oracle(lambda: Lockstep(PidQuotaModel(HYPOTHESIS_CONFIG, "no_readd")), "PQ-I1")
+    # with the reference, as the shrinker runs: its PQ-I1 oracle also sees a PID forgotten before it is re-tracked
+    fails = failure_oracle(
+        lambda: Lockstep(PidQuotaModel(HYPOTHESIS_CONFIG, "no_readd"),
+                         PidQuotaReference(HYPOTHESIS_CONFIG, "no_readd")),
+        "PQ-I1",
+    )
     assert fails(small)
     assert not any(fails(small[:i] + small[i + 1 :]) for i in range(len(small)))
 
@@ -208,3 +222,52 @@ def test_false_positive_sampling_stays_within_the_pq_i3_bound() -> None:
     assert rows["fp[n=50,p=0.1,layers=1]_within_pq_i3_bound"] is True
     assert rows["fp[n=50,p=0.1,layers=2]_within_pq_i3_bound"] is True
     assert 0.05 < float(str(rows["fp[n=50,p=0.1,layers=2]_measured"])) < 0.3
+
+
+# --- the adapter's oracles are independent of the code under test -----------------------------------
+
+
+def test_the_reference_hashers_reproduce_the_spec_vectors_and_a_wrong_one_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PQ-I9's oracle is the spec's constants: a consistent hasher that is not the spec's fails it."""
+    assert hasher_vectors_hold()
+    monkeypatch.setattr(properties.pidquota, "default_pid_hasher", lambda pid: EnhancedDoubleHasher(pid, 1))
+    hasher_vectors_hold.cache_clear()
+    try:
+        assert not hasher_vectors_hold()
+        reference = PidQuotaReference(EXPLORE_CONFIG, "current")
+        reference.apply(Action.of("produce", principal="A", pids=(1,)))
+        assert reference.violations() == ["PQ-I9"]
+    finally:
+        hasher_vectors_hold.cache_clear()
+
+
+def test_the_murmur_configuration_spreads_a_pid_over_two_layers() -> None:
+    """Why MURMUR_CONFIG's PIDs: 7's bits lie in the union of 1's and 3's, but in neither alone."""
+    model = PidQuotaModel(MURMUR_CONFIG)
+    one, three, seven = model.bits
+    assert (model.k, model.m) == (7, 20)
+    assert seven & (one | three) == seven and seven & one != seven and seven & three != seven
+
+
+def test_containment_on_the_union_is_named_pq_i11(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twin of the per-layer oracle: 1 and 3 land in two layers, then 7 is "seen" by the union only."""
+    monkeypatch.setattr(LayeredBloomFilter, "contains", lambda self, x: self.flatten().contains(x))
+    reference = PidQuotaReference(MURMUR_CONFIG, "current")
+    for pid in (1, 3):
+        reference.apply(Action.of("produce", principal="A", pids=(pid,)))
+    assert "PQ-I11" in reference.violations()  # the probe of 7 after the second layer appears
+
+
+def test_a_pid_counted_new_within_the_horizon_is_named_from_the_ghost_history() -> None:
+    """The harness's own record: PID 1 was tracked at 0, so at 1 (<= 0 + H, and <= ΔT) it must not be new."""
+    reference = PidQuotaReference(EXPLORE_CONFIG, "current")
+    reference.apply(Action.of("produce", principal="A", pids=(1,)))
+    entry = reference.cache.entry_of("A")
+    assert entry is not None
+    entry.filter.layers[0].clear()  # the reference forgets; nothing asks it whether it should have
+    reference.apply(Action.of("advance", dt=1))
+    assert reference.violations() == []  # judged on tracks, at the step where the model would judge them
+    assert reference.apply(Action.of("produce", principal="A", pids=(1,))) == {"new": [1]}
+    assert reference.violations() == ["PQ-I1", "PQ-I2"]
