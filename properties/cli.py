@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -671,6 +672,9 @@ def _port_code(target: str) -> int:
 def _port_argv(args: argparse.Namespace) -> tuple[str, ...]:
     if not args.port:
         raise UsageError(f"{args.command}: --port needs the port's command line (argv, last on the line)")
+    program = args.port[0]
+    if shutil.which(program) is None and not (Path(program).is_file() and os.access(program, os.X_OK)):
+        raise UsageError(f"{args.command}: --port: {program!r} is not an executable program (nor on PATH)")
     return tuple(args.port)
 
 

@@ -38,6 +38,8 @@ MAX_REPLY_BYTES = 1 << 20
 STDERR_TAIL_BYTES = 4096
 
 KINDS = ("crash", "hang", "garbage", "wrong-step", "flood", "error")
+MESSAGE_TYPES = ("ready", "reply", "error")
+"""The message types a port may send."""
 
 
 class PortError(Exception):
@@ -207,8 +209,13 @@ class PortProcess:
             raise PortError("garbage", self.seq, f"not a JSON line: {line[:200]!r}") from None
         if not isinstance(reply, dict):
             raise PortError("garbage", self.seq, f"not a JSON object: {line[:200]!r}")
-        if self.seq and reply.get("seq") != self.seq:
-            raise PortError("wrong-step", self.seq, f"expected seq {self.seq}, got {reply.get('seq')!r}")
+        if reply.get("type") not in MESSAGE_TYPES:
+            raise PortError("garbage", self.seq, f"not a message of this protocol: {line[:200]!r}")
+        seq = reply.get("seq")
+        if self.seq and (not isinstance(seq, int) or isinstance(seq, bool)):
+            raise PortError("garbage", self.seq, f"'seq' must be the step's number, got {seq!r}")
+        if self.seq and seq != self.seq:
+            raise PortError("wrong-step", self.seq, f"expected seq {self.seq}, got {seq!r}")
         return reply
 
     def _read_line(self, timeout_s: float) -> bytes:

@@ -42,6 +42,8 @@ from traces.replay import record
 from traces.shrink import shrink
 
 PORT_PREFIX = "port-"
+SEARCH_SHARE = 0.75
+"""The share of `verify`'s budget the search may use; shrinking gets the rest, and the budget is a hard limit."""
 
 
 @dataclass(frozen=True)
@@ -256,16 +258,23 @@ def _target_of(failures: Sequence[str]) -> str:
     return names[0] if names else DIVERGENCE
 
 
-def shrink_failure(make_model: Callable[[], Model[Any]], spec: PortSpec, failure: Failure) -> Failure:
-    """Delta-debug the actions with the port as the oracle (a fresh port per attempt)."""
+def shrink_failure(
+    make_model: Callable[[], Model[Any]], spec: PortSpec, failure: Failure, deadline: float | None = None
+) -> Failure:
+    """Delta-debug the actions with the port as the oracle (a fresh port per attempt), until `deadline`
+    (a `time.perf_counter()` value): past it, every further candidate counts as not failing, so the
+    smallest run found so far is kept and `verify`'s budget holds, shrinking included."""
 
     def fails(actions: Sequence[Action]) -> bool:
+        if deadline is not None and time.perf_counter() > deadline:
+            return False
         found = run_actions(make_model, spec, actions)
         return found is not None and found.target == failure.target
 
-    if not fails(failure.actions):
-        return failure  # not reproducible from a fresh start (a flaky port): keep it as found
-    actions = shrink(failure.actions, fails, model=make_model())
+    try:
+        actions = shrink(failure.actions, fails, model=make_model())
+    except ValueError:
+        return failure  # not reproducible from a fresh start (a flaky port), or no time left: keep it as found
     again = run_actions(make_model, spec, actions)
     detail = again.detail if again is not None else failure.detail
     return Failure(actions, failure.target, detail, failure.engine)
@@ -282,8 +291,10 @@ def verify(
     max_states: int = 2000,
     progress: Callable[[str], None] | None = None,
 ) -> Verdict:
-    """Until a failure: explorer paths (on `explorer`'s configuration, if given) for a third of the
-    budget, random walks until half of it, Hypothesis batches for the rest; then shrink."""
+    """Until a failure: the explorer's tour of every transition (on `explorer`'s configuration, if given)
+    for a third of the budget, random walks until half of it, Hypothesis batches until `SEARCH_SHARE` of
+    it; then shrink within what is left. A run that has started finishes, so the budget can be passed
+    by at most one run (a step timeout per step)."""
     started = time.perf_counter()
     rng = random.Random(seed)
     runs = steps = 0
@@ -307,13 +318,13 @@ def verify(
             failure, n = random_walk(make_model, spec, rng, walk_length)
             runs, steps, walks = runs + 1, steps + n, walks + 1
     batch = 0
-    while left(1):
+    while left(SEARCH_SHARE):
         failure, r, n = hypothesis_batch(make_model, spec, seed + batch, examples=5, step_count=walk_length)
         runs, steps, batch = runs + r, steps + n, batch + 1
     if failure is not None:
         if progress is not None:
             progress(f"  {failure.target} after {len(failure.actions)} steps ({failure.engine}); shrinking on the port")
-        failure = shrink_failure(*used, failure)
+        failure = shrink_failure(*used, failure, deadline=started + budget_s)
     return Verdict(failure, used[1], runs, steps, time.perf_counter() - started)
 
 

@@ -57,6 +57,9 @@ def main() -> None:
             if mode == "violation":
                 send({"type": "reply", "seq": seq, "observation": None, "vars": initial, "violations": ["TL-I2"]})
                 continue
+            if mode == "wrong-type":  # a message of no type this protocol knows, and no seq
+                send({"type": "status", "state": "fine"})
+                continue
             if mode == "error":
                 send({"type": "error", "seq": seq, "message": "not implemented"})
                 continue

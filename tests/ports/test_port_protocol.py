@@ -12,7 +12,7 @@ import pytest
 
 from models.core import Action
 from properties import registry
-from properties.cli import INFRA, PASS, VIOLATED, main
+from properties.cli import INFRA, PASS, USAGE, VIOLATED, main
 from traces.format import load
 from traces.port import KINDS, PortError, PortProcess
 
@@ -21,7 +21,7 @@ MECHANISM = registry.get("topiclist")
 CONFIG = MECHANISM.hypothesis_configs["semaphore"]
 INITIAL = MECHANISM.make_model(CONFIG, "current").vars(MECHANISM.make_model(CONFIG, "current").initial())
 MODES = {"crash": "crash", "hang": "hang", "garbage": "garbage", "wrong-step": "wrong-step", "flood": "flood",
-         "error": "error", "orphan": "hang"}
+         "error": "error", "orphan": "hang", "wrong-type": "garbage"}
 
 
 def test_every_failure_kind_has_a_scripted_port() -> None:
@@ -68,6 +68,21 @@ def test_port_error_names_the_kind_and_the_step(mode: str, tmp_path: Path) -> No
     with pytest.raises(ProcessLookupError):  # reaped, not a zombie
         os.kill(port.pid, 0)
     _assert_none_alive(pidfile)
+
+
+def test_verify_with_a_missing_program_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["verify", "--mechanism", "topiclist", "--port", str(tmp_path / "no-such-port")])
+    err = capsys.readouterr().err.strip()
+    assert code == USAGE and "is not an executable program" in err and "\n" not in err
+
+
+def test_verify_keeps_its_budget_shrinking_included(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pidfile = tmp_path / "pids"
+    started = time.monotonic()
+    code = main(["verify", "--mechanism", "topiclist", "--budget", "3", "--step-timeout", "0.5",
+                 "--out", str(tmp_path / "out"), "--port", *_argv("hang", 1, pidfile)])
+    assert code == INFRA
+    assert time.monotonic() - started < 3 + 2 * 0.5 + 2  # the budget, one run in flight, start-up slack
 
 
 def test_a_port_that_cannot_start_is_a_crash_at_step_0(tmp_path: Path) -> None:
