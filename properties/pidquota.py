@@ -449,6 +449,9 @@ of PID 1's and PID 3's but in neither alone, so a filter that tests the union in
 "seen" for 7 once 1 and 3 sit in different layers (as the count check puts them after two merges). W = 2
 keeps the three PIDs' states few (2,031; W = 4 gives 90,844)."""
 
+HYPOTHESIS_MURMUR_CONFIG: dict[str, Param] = {**HYPOTHESIS_CONFIG, "hasher": "murmur", "pids": (1, 3, 7, 9)}
+"""Hypothesis on the real hashers: two principals, four PIDs (7 in the union of 1 and 3), W = 60."""
+
 MECHANISM = Mechanism(
     name="pidquota",
     spec="shared/spec/pid_quota.md",
@@ -463,7 +466,7 @@ MECHANISM = Mechanism(
         "two_principals": {**EXPLORE_CONFIG, "principals": ("A", "B"), "pids": (1,), "max_batch": 1},
         "three_layers": {**EXPLORE_CONFIG, "window_ms": 6, "layer_count": 3, "n_layer": 3},
     },
-    hypothesis_configs={"default": HYPOTHESIS_CONFIG},
+    hypothesis_configs={"default": HYPOTHESIS_CONFIG, "murmur": HYPOTHESIS_MURMUR_CONFIG},
     proofs=pidquota_z3.proofs,
     bench=bench,
 )
