@@ -64,6 +64,9 @@ def _jsonable(value: Param | Json) -> Any:
 class PortProcess:
     """One running port for one run; `apply`, `vars` and `violations` as lockstep expects."""
 
+    strict_json = True
+    """Its values arrived as JSON: lockstep compares them strictly (a port's `1` is not `true`)."""
+
     def __init__(
         self,
         argv: Sequence[str],

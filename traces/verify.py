@@ -85,6 +85,8 @@ class BesideReference:
     as a `divergence` the implementation found itself, explained by `disagreement`.
     """
 
+    strict_json = True
+
     def __init__(self, port: PortProcess, reference: Implementation) -> None:
         self.port = port
         self.reference = reference
