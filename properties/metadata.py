@@ -12,11 +12,14 @@ model agrees with it.
 needs to know where work belongs, it computes it from the spec: MD-I1's worker is
 `<N>-worker-OrderedExecutor-<choose_thread_index(p, n)>-0` from the model's own `choose_thread_index`
 (never `store.worker.choose_thread`), MD-I2's thread is `<N>-event` (legacy `<N>`) from the store name
-(never `store.event_executor`), and MD-I7 decodes the tree's bytes itself. The logs are the World's
-instrumentation of what ran where (each record is written by the simulated thread that did the
-work), the wait-for graph and `quiescent()` are the scheduler's, which the harness drives and whose
-own behaviour is tested separately. `bench` measures the cost properties (MD-I6, MD-P1) the zero-cost model
-leaves out, on the spec's loads.
+(never `store.event_executor`), and MD-I7 decodes the tree's bytes itself. MD-I1 and MD-I2 are also
+judged on the queues: a serde or notification task queued on the wrong thread is reported when it
+is submitted, since the model, which queues it right, never runs the wrong thread to execute it.
+The logs are the World's instrumentation of what ran where (each record is written by the simulated
+thread that did the work); the wait-for graph and `quiescent()` are the scheduler's, which the
+harness drives and whose own behaviour is tested separately.
+
+`bench` measures the cost properties (MD-I6, MD-P1) the zero-cost model leaves out, on the spec's loads.
 
 A world whose tasks are suspended holds OS threads (the stdlib fallback of the executors); the
 adapter disposes it when it is closed or garbage-collected (`weakref.finalize`), and its
@@ -196,7 +199,7 @@ class MetadataReference:
         out = [DIVERGENCE] if self.disagreement else []
         if self.model.pip453 and not (_md_i1(self.model, self.serde) and _serde_queued_right(self.model, w)):
             out.append("MD-I1")
-        if not _md_i2(w, self.model):
+        if not (_md_i2(w, self.model) and _notifications_queued_right(self.model, w)):
             out.append("MD-I2")
         if not _md_i3(w):
             out.append("MD-I3")
@@ -263,9 +266,25 @@ def _serde_queued_right(model: MetadataModel, world: World) -> bool:
     return True
 
 
+def event_thread(model: MetadataModel) -> str:
+    """The thread the spec delivers notifications on (§4.1): `<N>-event`, legacy `<N>`."""
+    return model.name if model.variant == "legacy" else f"{model.name}-event"
+
+
+def _notifications_queued_right(model: MetadataModel, world: World) -> bool:
+    """MD-I2 one step early: a notification task (`notify:...`) is only ever queued on the event thread."""
+    event = event_thread(model)
+    return all(
+        t.name == event
+        for t in world.thread_states()
+        for label in (*t.queued, *((t.current,) if t.current else ()))
+        if label.startswith("notify:")
+    )
+
+
 def _md_i2(world: World, model: MetadataModel) -> bool:
     """Delivered on `<N>-event` (legacy `<N>`), one at a time, in arrival order."""
-    event = model.name if model.variant == "legacy" else f"{model.name}-event"
+    event = event_thread(model)
     started = sorted((r for r in world.notification_log if r.start_seq is not None), key=lambda r: r.start_seq)
     if any(r.thread != event for r in started):
         return False
