@@ -342,10 +342,12 @@ def run_conformance(
 def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report) -> None:
     """The reference replays every explored transition (the current variant only: a twin's model shares its bug)."""
     if mechanism.make_reference is None or args.conformance_steps == 0:
-        return
+        return  # no reference to replay on, or turned off
     for config_name, config in mechanism.explore_configs.items():
-        result = run_conformance(mechanism, variant, config_name, args.conformance_steps, args.max_states,
-                                 args.workers)
+        steps = args.conformance_steps
+        if steps is None:
+            steps = mechanism.conformance_steps.get(config_name, CONFORMANCE_STEPS)
+        result = run_conformance(mechanism, variant, config_name, steps, args.max_states, args.workers)
         detail = result.summary()
         found = result.deviation
         verdict, code = "pass", PASS
@@ -780,9 +782,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="Hypothesis batches per configuration, seeds SEED, SEED+1, ... (default 3; deterministic)")
     check.add_argument("--budget", type=_at_least(0.0, float), default=None,
                        help="optional cap in seconds on each configuration's Hypothesis batches (default: none)")
-    check.add_argument("--conformance-steps", type=_at_least(0), default=CONFORMANCE_STEPS,
+    check.add_argument("--conformance-steps", type=_at_least(0), default=None,
                        help=f"replayed steps per configuration for the conformance exploration (default "
-                            f"{CONFORMANCE_STEPS:,}; 0 turns it off)")
+                            f"{CONFORMANCE_STEPS:,}, or less where a mechanism says so for a large "
+                            f"configuration; 0 turns it off)")
     check.add_argument("--profile", default="ci", choices=profiles.PROFILES,
                        help="Hypothesis profile: dev (fast), ci (derandomized, the default), nightly (long)")
     check.add_argument("--depth", type=_at_least(1), default=10, help="Z3 bounded-proof depth (default 10)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,9 @@ class Mechanism:
     hypothesis_configs: Mapping[str, Mapping[str, Param]]
     proofs: Callable[[int], list[tuple[ProofResult, bool]]] | None = None
     bench: Callable[[Path], dict[str, object]] | None = None
+    conformance_steps: Mapping[str, int] = field(default_factory=dict)
+    """Replayed steps the conformance engine spends on an explore configuration, where it is not the
+    default: a large configuration whose every transition would take minutes gets its shallowest ones."""
 
     @property
     def variants(self) -> tuple[str, ...]:
