@@ -23,7 +23,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,11 +117,33 @@ def run_walk(
                 diverged = Deviation(tuple(actions[:index]), DIVERGENCE, outcome.failures, outcome.detail)
             if index - len(diverged.actions) >= AFTER_DIVERGENCE:
                 return diverged, index
-        return diverged, len(actions)
+        if diverged is None:
+            return None, len(actions)
+        return _beyond(lockstep, list(actions), diverged)
     finally:
         close: Callable[[], object] | None = getattr(implementation, "close", None)
         if close is not None:
             close()
+
+
+def _beyond(lockstep: Lockstep[Any], actions: list[Action], diverged: Deviation) -> tuple[Deviation, int]:
+    """Past the end of a walk that diverged: up to `AFTER_DIVERGENCE` more steps since the divergence,
+    each the model's enabled action picked by the step's number (deterministic), until the
+    implementation breaks an invariant by name; the bare divergence otherwise."""
+    while len(actions) - len(diverged.actions) < AFTER_DIVERGENCE:
+        enabled = lockstep.model.enabled(lockstep.state)
+        if not enabled:
+            break
+        actions.append(enabled[len(actions) % len(enabled)])
+        try:
+            outcome = lockstep.apply(actions[-1])
+        except Exception:  # the implementation raised beyond the walk: the divergence says enough
+            break
+        named = [f for f in outcome.failures if f != DIVERGENCE]
+        if named:
+            detail = f"{outcome.detail}; after a divergence at step {len(diverged.actions)}: {diverged.detail}"
+            return Deviation(tuple(actions), named[0], outcome.failures, detail.strip("; ")), len(actions)
+    return diverged, len(actions)
 
 
 def _out_edges(exploration: Exploration[Any]) -> list[int]:
@@ -135,8 +157,10 @@ def _out_edges(exploration: Exploration[Any]) -> list[int]:
     return starts
 
 
-def tour(exploration: Exploration[Any]) -> list[tuple[int, ...]]:
+def tour(exploration: Exploration[Any]) -> Iterator[tuple[int, ...]]:
     """Walks (as edge indices) that together cover every edge of the explored graph, shallow sources first.
+
+    Made one at a time, so a bounded replay pays only for the walks it runs.
 
     A walk takes the shortest path to a state with an uncovered edge, then uncovered edges while it
     can; where it is stuck it crosses covered edges to the nearest state that still has one (a
@@ -177,7 +201,6 @@ def tour(exploration: Exploration[Any]) -> list[tuple[int, ...]]:
             frontier = following
         return []
 
-    walks: list[tuple[int, ...]] = []
     for u in range(len(exploration.states)):
         while uncovered(u) is not None:
             prefix: list[int] = []
@@ -201,8 +224,7 @@ def tour(exploration: Exploration[Any]) -> list[tuple[int, ...]]:
                 current = targets[e]
             for e in walk:
                 covered[e] = 1
-            walks.append(tuple(walk))
-    return walks
+            yield tuple(walk)
 
 
 def conform(
@@ -228,11 +250,10 @@ def conform(
                           terminal_ok=terminal_ok, record_labels=True)
     labels = exploration.labels
     assert labels is not None
-    walks = tour(exploration)
     complete = exploration.complete
     budgeted: list[tuple[int, ...]] = []
     steps = 0
-    for walk in walks:
+    for walk in tour(exploration):
         if max_steps is not None and steps + len(walk) > max_steps:
             complete = False
             break

@@ -39,7 +39,7 @@ def _model() -> CounterModel:
 
 def test_the_tour_covers_every_edge_of_the_explored_graph() -> None:
     exploration = explore(_model(), record_labels=True)
-    walks = tour(exploration)
+    walks = list(tour(exploration))
     assert {e for walk in walks for e in walk} == set(range(exploration.transitions))
     sources, targets = exploration.edges
     for walk in walks:  # each walk is a path from the initial state
@@ -127,3 +127,11 @@ def test_a_number_is_not_a_boolean_and_the_message_is_json() -> None:
     found = conform(_model, AnswersOneForTrue).deviation
     assert found is not None and found.target == DIVERGENCE
     assert found.detail == "state locked: model false != implementation 0"  # from the initial state on
+
+
+def test_a_walk_that_ends_on_a_divergence_goes_on_until_the_invariant_is_named() -> None:
+    found, ran = run_walk(_model(), OverflowReported(), [Action.of("add", n=1)])
+    assert found is not None and found.target == "C-I1" and DIVERGENCE in found.failures
+    assert found.actions[0] == Action.of("add", n=1) and 1 < ran == len(found.actions) <= 1 + 8
+    again, _ = run_walk(_model(), OverflowReported(), [Action.of("add", n=1)])
+    assert again == found  # the steps beyond the walk are chosen deterministically
