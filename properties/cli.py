@@ -356,7 +356,8 @@ def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: 
             actions = shrunk(mechanism, model.config, variant, found.actions, found.target) if found.actions else ()
             path = _save_finding(Path(args.out), mechanism, model, actions, f"conformance[{config_name}]", None)
             verdict, code = f"VIOLATED {','.join(found.failures)}", VIOLATED
-            detail += f"; {found.target} in {len(actions)} steps ({found.detail}): {path}"
+            why = f" ({found.detail})" if found.detail else ""
+            detail += f"; {found.target} in {len(actions)} steps{why}: {path}"
             _progress(f"reproduce: brokerspec replay {path} --against reference")
             report.current_failed.add((mechanism.name, "conformance", config_name))
             finding = {"failures": list(found.failures), "target": found.target, "steps": len(actions),

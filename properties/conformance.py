@@ -77,8 +77,11 @@ class Conformance:
 
     def summary(self) -> str:
         scope = "every" if self.covered == self.edges else f"{self.covered} of"
+        ended = " (bounded)" if not self.complete and self.deviation is None else ""
+        if self.deviation is not None:
+            ended = ", then the failing walk"
         return (f"{scope} {self.edges} transitions of {self.states} states replayed in {self.walks} walks, "
-                f"{self.steps} steps" + ("" if self.complete else " (bounded)"))
+                f"{self.steps} steps{ended}")
 
 
 def _target(failures: Sequence[str]) -> str | None:
