@@ -11,6 +11,7 @@ the invariants that failed in it.
 from __future__ import annotations
 
 import json
+import keyword
 import os
 import re
 from collections.abc import Mapping
@@ -72,7 +73,8 @@ class Trace:
 
 
 def _encode(value: Any) -> Any:
-    """Python value -> ITF JSON: big ints as `#bigint`, tuples/lists as arrays, dicts as records."""
+    """Python value -> ITF JSON: big ints as `#bigint`, tuples/lists as arrays, dicts as records when
+    every key is an identifier and as `#map` otherwise."""
     if isinstance(value, bool | str):
         return value
     if isinstance(value, int):
@@ -80,8 +82,16 @@ def _encode(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_encode(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _encode(v) for k, v in value.items()}
+        if all(_is_field(k) for k in value):
+            return {k: _encode(v) for k, v in value.items()}
+        return {"#map": [[_encode(k), _encode(v)] for k, v in value.items()]}
     raise TypeError(f"cannot encode {type(value).__name__} in a trace: {value!r}")
+
+
+def _is_field(key: object) -> bool:
+    """Can `key` name a field of an ITF record? Other keys (paths such as '/a', numbers) make a `#map`,
+    as ITF readers (itf-py builds records as named tuples) accept only identifiers as field names."""
+    return isinstance(key, str) and key.isidentifier() and not keyword.iskeyword(key) and not key.startswith("_")
 
 
 def _decode(value: Any) -> Any:
