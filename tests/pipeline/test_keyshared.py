@@ -19,7 +19,8 @@ from models.keyshared import sticky_hash
 from properties.lockstep import DIVERGENCE
 from traces.format import load
 from traces.pipeline.bench import pipeline_bench
-from traces.pipeline.check import check, prepare, quarantine_reason, read_log, sql_checks
+from traces.pipeline.check import check, sql_checks
+from traces.pipeline.ingest import checkable, prepare, read_log
 from traces.pipeline.keyshared_check import python_replay, python_sql_checks, read_table
 from traces.pipeline.keyshared_log import Record, client_verdict
 from traces.pipeline.keyshared_sim import to_table, walk
@@ -126,9 +127,8 @@ def test_each_sql_rule_fires_on_its_own_case_and_nowhere_else(spark: SparkSessio
                                        ("dispatch", 2, 1))
     log = tmp_path / "cases.parquet"
     pq.write_table(to_table(out_of_order + two_holders + reused_id + released_by_ack + released_by_remove), log)
-    raw = read_log(spark, "keyshared", log).withColumn("reason", quarantine_reason("keyshared"))
-    found = sorted((r["subscription"], r["seq"], r["check"]) for r in
-                   sql_checks("keyshared", prepare("keyshared", raw)).collect())
+    valid = checkable("keyshared", prepare("keyshared", read_log(spark, "keyshared", log)))
+    found = sorted((r["subscription"], r["seq"], r["check"]) for r in sql_checks("keyshared", valid).collect())
     assert found == [(0, 5, "KS-I4"), (1, 6, "KS-I1"), (2, 2, "LOG-ID")] == python_sql_checks(read_table(log))
 
 

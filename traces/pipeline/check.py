@@ -12,11 +12,13 @@ broker event log has its own quarantine rules, SQL checks and `mapInArrow` repla
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pandas as pd
+from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
@@ -33,7 +36,16 @@ from properties import registry
 from properties.lockstep import DIVERGENCE, Lockstep
 from traces.format import save
 from traces.pipeline import keyshared_check
-from traces.pipeline.schema import CORRUPT, columns, spec, struct_type
+from traces.pipeline.ingest import (
+    UnusableInput,
+    checkable,
+    duplicate_reason,
+    prepare,
+    quarantine,
+    read_log,
+    tally,
+)
+from traces.pipeline.schema import spec
 from traces.pipeline.simulate import model as build_model
 from traces.replay import record
 
@@ -123,6 +135,8 @@ def _run(model_: Model[Any], actions: list[Action], events: list[tuple[str | Non
             outcome = lockstep.apply(action)
         except ActionNotEnabled as exc:
             return Verdict(index, (DIVERGENCE,), f"not enabled in the model: {exc.reason}")
+        except Exception as exc:  # well-typed parameters the model cannot take (a missing or odd one)
+            return Verdict(index, (DIVERGENCE,), f"not replayable through the model: {exc!r}")
         if outcome.failures:
             return Verdict(index, outcome.failures, outcome.detail)
     return Verdict(None, (), "")
@@ -155,18 +169,22 @@ def replay_partition(mechanism: str, frame: pd.DataFrame) -> Verdict:
     return verdict
 
 
-def replay_all(mechanism: str, valid: DataFrame, conformance: bool = False) -> DataFrame:
+def replay_all(mechanism: str, valid: DataFrame, conformance: bool = False,
+               replayed: Accumulator[int] | None = None) -> DataFrame:
     """One verdict row per partition; each partition reaches Python whole, as one Arrow batch.
 
     Key_Shared streams Arrow batches instead (`keyshared_check.replay_all`), so `valid` must be
-    partitioned by the key and sorted by seq within, as `prepare` leaves it.
+    partitioned by the key and sorted by seq within, as `prepare` leaves it. `replayed` counts the
+    records replayed, for the progress line.
     """
     if mechanism == "keyshared":
-        return keyshared_check.replay_all(valid, conformance)
+        return keyshared_check.replay_all(valid, conformance, replayed)
     key = spec(mechanism).key
 
     def per_partition(frame: pd.DataFrame) -> pd.DataFrame:
         verdict = replay_partition(mechanism, frame)
+        if replayed is not None:
+            replayed.add(len(frame))
         return pd.DataFrame({
             "key": [int(frame[key].iloc[0])],
             "events": [len(frame)],
@@ -177,30 +195,6 @@ def replay_all(mechanism: str, valid: DataFrame, conformance: bool = False) -> D
         })
 
     return valid.groupBy(key).applyInPandas(per_partition, schema=REPLAY_SCHEMA)
-
-
-def read_log(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:
-    """The log with the explicit schema; JSON in PERMISSIVE mode so malformed lines surface, not vanish."""
-    if path.suffix == ".parquet" or (path.is_dir() and any(path.glob("*.parquet"))):
-        parquet = spark.read.schema(struct_type(mechanism)).parquet(str(path))
-        return parquet.withColumn(CORRUPT, F.lit(None).cast("string"))  # Parquet has no malformed lines
-    return (
-        spark.read.schema(struct_type(mechanism, with_corrupt=True))
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
-        .json(str(path))
-    )
-
-
-def quarantine_reason(mechanism: str) -> Any:
-    """A SQL expression: why a record cannot be checked, or null when it can."""
-    if mechanism == "keyshared":
-        return keyshared_check.quarantine_reason()
-    required = [c for c in columns(mechanism) if c != "observation"]
-    reason = F.when(F.col(CORRUPT).isNotNull(), F.lit("malformed JSON or a field of the wrong type"))
-    for name in required:
-        reason = reason.when(F.col(name).isNull(), F.lit(f"missing required field {name}"))
-    return reason
 
 
 def sql_checks(mechanism: str, valid: DataFrame) -> DataFrame:
@@ -251,20 +245,47 @@ def _early_offers(valid: DataFrame, key: str) -> DataFrame:
     )
 
 
-def prepare(mechanism: str, raw: DataFrame) -> DataFrame:
-    """The checkable records, one partition's records together (hash-partitioned by the key) and in
-    seq order within each Spark partition: what the window checks and the replay read."""
-    key = spec(mechanism).key
-    valid = raw.where(F.col("reason").isNull()).select(*columns(mechanism))
-    return valid.repartition(key).sortWithinPartitions(key, "seq")
-
-
 def _write_json(frame: DataFrame, path: Path) -> None:
     frame.coalesce(1).write.mode("overwrite").json(str(path))
 
 
 def _rows(frame: DataFrame) -> list[dict[str, Any]]:
     return [row.asDict() for row in frame.collect()]
+
+
+class Heartbeat:
+    """Reports, every `every` seconds while a check runs, Spark's stages done and the records replayed so far,
+    so a long run shows it is alive and how far it got."""
+
+    def __init__(self, spark: SparkSession, say: Progress, replayed: Accumulator[int], every: float = 5.0) -> None:
+        self._context = spark.sparkContext
+        self._group = f"brokerspec-pipeline-check-{id(self)}"
+        self._say, self._replayed, self._every = say, replayed, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="pipeline-progress", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._context.setJobGroup(self._group, "brokerspec pipeline check")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def line(self) -> str:
+        """Stages finished (all tasks done) and running among this check's jobs, and records replayed."""
+        tracker = self._context.statusTracker()
+        jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(self._group)]
+        stages = [tracker.getStageInfo(s) for job in jobs if job is not None for s in job.stageIds]
+        done = sum(1 for s in stages if s is not None and 0 < s.numTasks <= s.numCompletedTasks)
+        running = sum(1 for s in stages if s is not None and s.numActiveTasks > 0)
+        return f"progress: {done} Spark stages done, {running} running, {self._replayed.value} records replayed"
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._every):
+            self._say(self.line())
 
 
 def check(
@@ -276,16 +297,21 @@ def check(
     spark: SparkSession | None = None,
     progress: Progress | None = None,
     conformance: bool = False,
+    every: float = 5.0,
 ) -> dict[str, Any]:
     """Check the log at `input_path`, write the outputs under `out`, and return the summary.
 
     `conformance` (Key_Shared) also replays every subscription through the full current model, not
-    only those the client record fails (the other mechanisms always replay the full model).
+    only those the client record fails (the other mechanisms always replay the full model). With
+    `progress`, a progress line goes to it every `every` seconds.
 
     `out` receives quarantine/ (Spark JSON-lines parts), first_divergence/, violations.jsonl,
     coverage.json, summary.json and traces/<mechanism>-<key>-<n>.json (one per violating partition).
-    Results that are a row per finding or per failing partition are collected and sorted here rather
-    than by Spark: they are few, and every Spark job costs a fixed second or so.
+    The summary's `unusable` says why nothing could be checked (no valid record, or no log at all), and
+    `spark_error` why Spark did not start (`SparkUnavailable` is raised then); summary.json is written
+    in both cases too. Results that are a row per finding or per failing partition are
+    collected and sorted here rather than by Spark: they are few, and every Spark job costs a fixed
+    second or so.
     """
     started = time.perf_counter()
     report = progress or (lambda _: None)
@@ -293,32 +319,69 @@ def check(
     def say(message: str) -> None:
         report(f"[{time.perf_counter() - started:6.1f}s] {message}")
 
-    log = spec(mechanism)
-    spark = spark or session(master)
     out.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {
+        "mechanism": mechanism, "input": str(input_path), "conformance": conformance, "unusable": None,
+        "spark_error": None, "records": 0, "checked": 0, "quarantined": 0, "quarantine_reasons": {},
+        "partitions": 0, "violating_partitions": [], "sql_violations": 0, "model_violations": 0,
+        "explained_by": {}, "coverage": {}, "traces": {},
+    }
+    try:
+        spark = spark or session(master)
+    except SparkUnavailable as exc:
+        summary.update(spark_error=str(exc), elapsed_s=round(time.perf_counter() - started, 3))
+        (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
+        raise
+    replayed = spark.sparkContext.accumulator(0)
+    with Heartbeat(spark, say, replayed, every) if progress is not None else contextlib.nullcontext():
+        try:
+            _check(mechanism, input_path, out, spark, say, summary, conformance, replayed)
+        except UnusableInput as exc:
+            summary["unusable"] = str(exc)
+    summary["elapsed_s"] = round(time.perf_counter() - started, 3)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
+    found = len(summary["violating_partitions"])
+    say(f"pipeline {mechanism}: {found} violating partition(s) in {summary['elapsed_s']}s")
+    return summary
+
+
+def _check(mechanism: str, input_path: Path, out: Path, spark: SparkSession, say: Progress,
+           summary: dict[str, Any], conformance: bool, replayed: Accumulator[int]) -> None:
+    """`check`'s work, filling `summary` in as it goes (so an unusable input still leaves one)."""
+    log = spec(mechanism)
     say(f"pipeline {mechanism}: reading {input_path}")
-    raw = read_log(spark, mechanism, input_path).withColumn("reason", quarantine_reason(mechanism)).cache()
-    counts = {r["reason"]: int(r["count"]) for r in _rows(raw.groupBy("reason").count())}
+    raw = read_log(spark, mechanism, input_path).cache()
+    counts, blocks = tally(spark, raw)
+    prepared = prepare(mechanism, raw).cache()
+    kind = log.fields[1][0]  # the action (or event) column
+    tallied = _rows(prepared.groupBy(kind, "duplicate").count())
+    duplicates = sum(int(r["count"]) for r in tallied if r["duplicate"])
+    if duplicates:
+        counts[duplicate_reason(mechanism)] = duplicates
+    coverage = {str(r[kind]): int(r["count"]) for r in sorted(tallied, key=lambda r: str(r[kind]))
+                if not r["duplicate"]}
     reasons = {str(reason): n for reason, n in sorted(counts.items(), key=lambda item: str(item[0]))
                if reason is not None}
-    records, checked = sum(counts.values()), counts.get(None, 0)
+    checked = counts.get(None, 0) - duplicates
+    summary.update(records=sum(counts.values()), checked=checked, quarantined=sum(reasons.values()),
+                   quarantine_reasons=reasons, coverage=coverage)
     shutil.rmtree(out / "quarantine", ignore_errors=True)  # a rerun into the same folder leaves nothing stale
     if reasons:
-        _write_json(raw.where(F.col("reason").isNotNull()).select("reason", F.col(CORRUPT).alias("line"),
-                                                                  *columns(mechanism)), out / "quarantine")
+        _write_json(quarantine(mechanism, raw, prepared, blocks), out / "quarantine")
     else:
         (out / "quarantine").mkdir()
-    say(f"pipeline {mechanism}: {records} records, {checked} valid, {sum(reasons.values())} quarantined")
-    valid = prepare(mechanism, raw).cache()
-    kind = log.fields[1][0]  # the action (or event) column
-    coverage = {str(r[kind]): int(r["count"]) for r in _rows(valid.groupBy(kind).count())}
+    say(f"pipeline {mechanism}: {summary['records']} records, {checked} valid, {summary['quarantined']} quarantined")
+    if not checked:
+        raise UnusableInput(f"{input_path}: no valid {mechanism} record")
+    valid = checkable(mechanism, prepared)
+    (out / "coverage.json").write_text(json.dumps(coverage, indent=1, sort_keys=True))
 
     say(f"pipeline {mechanism}: SQL window checks")
     sql_rows = sorted(_rows(sql_checks(mechanism, valid)), key=lambda r: (r[log.key], r["seq"], r["check"]))
     say(f"pipeline {mechanism}: model replay of every partition")
-    replayed = replay_all(mechanism, valid, conformance).cache()
-    failing = sorted(_rows(replayed.where(F.col("step").isNotNull())), key=lambda r: int(r["key"]))
-    partitions = replayed.count()
+    verdicts = replay_all(mechanism, valid, conformance, replayed).cache()
+    failing = sorted(_rows(verdicts.where(F.col("step").isNotNull())), key=lambda r: int(r["key"]))
+    partitions = verdicts.count()
 
     violations = [
         {"key": r[log.key], "source": "sql", "check": r["check"], "seq": r["seq"], "detail": r["detail"]}
@@ -334,35 +397,21 @@ def check(
     (out / "first_divergence").mkdir()
     (out / "first_divergence" / "part-00000.json").write_text(
         "".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n" for r in failing))
-    (out / "coverage.json").write_text(json.dumps(coverage, indent=1, sort_keys=True))
 
     if mechanism == "keyshared":
         traces = keyshared_check.save_traces(valid, failing, out / "traces")
     else:
         traces = _save_traces(mechanism, valid, failing, out / "traces")
-    summary: dict[str, Any] = {
-        "mechanism": mechanism,
-        "input": str(input_path),
-        "conformance": conformance,
-        "records": records,
-        "checked": checked,
-        "quarantined": sum(reasons.values()),
-        "quarantine_reasons": reasons,
-        "partitions": partitions,
-        "violating_partitions": sorted({int(v["key"]) for v in violations}),
-        "sql_violations": len(sql_rows),
-        "model_violations": len(failing),
-        "explained_by": {str(r["key"]): r["explained_by"] for r in failing},
-        "coverage": coverage,
-        "traces": traces,
-        "elapsed_s": round(time.perf_counter() - started, 3),
-    }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
-    for cached in (raw, valid, replayed):
+    summary.update(
+        partitions=partitions,
+        violating_partitions=sorted({int(v["key"]) for v in violations}),
+        sql_violations=len(sql_rows),
+        model_violations=len(failing),
+        explained_by={str(r["key"]): r["explained_by"] for r in failing},
+        traces=traces,
+    )
+    for cached in (raw, prepared, verdicts):
         cached.unpersist()
-    found = len(summary["violating_partitions"])
-    say(f"pipeline {mechanism}: {found} violating partition(s) in {summary['elapsed_s']}s")
-    return summary
 
 
 def _save_traces(mechanism: str, valid: DataFrame, failing: list[dict[str, Any]], out: Path) -> dict[str, str]:

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
 import pyarrow.parquet as pq
+from pyspark.accumulators import Accumulator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
@@ -57,7 +58,7 @@ from traces.pipeline.keyshared_log import (
     model,
     partition,
 )
-from traces.pipeline.schema import CORRUPT, columns, spec
+from traces.pipeline.schema import columns, spec
 from traces.replay import record
 
 KEY = spec(MECHANISM).key
@@ -69,12 +70,9 @@ _NULL = -(2**63)  # stands for a null number in the replay's lists; quarantine k
 _BATCH = 65_536  # rows per batch of the in-process replay (Spark sizes its own)
 
 
-def quarantine_reason() -> Column:
-    """Why a record cannot be checked (malformed, unknown event, a field its event needs is missing), or null."""
-    reason = F.when(F.col(CORRUPT).isNotNull(), F.lit("malformed JSON or a field of the wrong type"))
-    for name in (KEY, "seq", "event"):
-        reason = reason.when(F.col(name).isNull(), F.lit(f"missing required field {name}"))
-    reason = reason.when(~F.col("event").isin(*EVENTS), F.format_string("unknown event %s", F.col("event")))
+def event_reason() -> Column:
+    """Why a well-typed record cannot be checked (an unknown event, a field its event needs is missing), or null."""
+    reason = F.when(~F.col("event").isin(*EVENTS), F.format_string("unknown event %s", F.col("event")))
     for event, fields in REQUIRED.items():
         for name in fields:
             reason = reason.when((F.col("event") == event) & F.col(name).isNull(),
@@ -224,13 +222,16 @@ def _verdicts(table: pa.Table | pa.RecordBatch, conformance: bool = False) -> pa
                                       names=list(out))
 
 
-def replay_batches(batches: Iterator[pa.RecordBatch], conformance: bool = False) -> Iterator[pa.RecordBatch]:
+def replay_batches(batches: Iterator[pa.RecordBatch], conformance: bool = False,
+                   replayed: Accumulator[int] | None = None) -> Iterator[pa.RecordBatch]:
     """The `mapInArrow` function: rows arrive sorted by (subscription, seq) in batches that may cut a
-    subscription; the last (maybe unfinished) one waits for the next batch."""
+    subscription; the last (maybe unfinished) one waits for the next batch. `replayed` counts the rows."""
     carry: pa.Table | None = None
     for batch in batches:
         if batch.num_rows == 0:
             continue
+        if replayed is not None:
+            replayed.add(batch.num_rows)
         table = pa.Table.from_batches([batch])
         if carry is not None:
             table = pa.concat_tables([carry, table])
@@ -244,9 +245,10 @@ def replay_batches(batches: Iterator[pa.RecordBatch], conformance: bool = False)
         yield _verdicts(carry.combine_chunks(), conformance)
 
 
-def replay_all(valid: DataFrame, conformance: bool = False) -> DataFrame:
+def replay_all(valid: DataFrame, conformance: bool = False, replayed: Accumulator[int] | None = None) -> DataFrame:
     """One verdict row per subscription; `valid` must be partitioned by subscription and sorted by seq within."""
-    return valid.mapInArrow(functools.partial(replay_batches, conformance=conformance), REPLAY_SCHEMA)
+    return valid.mapInArrow(functools.partial(replay_batches, conformance=conformance, replayed=replayed),
+                            REPLAY_SCHEMA)
 
 
 def read_table(path: Path) -> pa.Table:

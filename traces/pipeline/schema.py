@@ -15,8 +15,6 @@ from dataclasses import dataclass
 
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
-CORRUPT = "_corrupt_record"
-
 Field = tuple[str, DataType, bool]
 """(name, Spark type, nullable) of a column after the independence key."""
 
@@ -48,12 +46,14 @@ class LogSpec:
     config_name: str
     fault: str
     fields: tuple[Field, ...] = ACTION_FIELDS
+    json_text: tuple[str, ...] = ("params", "observation", "vars")
+    """String columns that hold a JSON object as text (the replay parses them, so ingest checks they parse)."""
 
 
 SPECS: dict[str, LogSpec] = {
     "topiclist": LogSpec("topiclist", "limiter", "flows", "no_exceptional_release"),
     "delayed": LogSpec("delayed", "tracker", "default", "pr23611"),
-    "keyshared": LogSpec("keyshared", "subscription", "spec", "classic", KEYSHARED_FIELDS),
+    "keyshared": LogSpec("keyshared", "subscription", "spec", "classic", KEYSHARED_FIELDS, ()),
 }
 
 
@@ -70,11 +70,9 @@ def columns(mechanism: str) -> tuple[str, ...]:
     return (log.key, *(name for name, _, _ in log.fields))
 
 
-def struct_type(mechanism: str, with_corrupt: bool = False) -> StructType:
-    """The explicit Spark schema; `with_corrupt` adds the PERMISSIVE-mode column for malformed lines."""
+def struct_type(mechanism: str) -> StructType:
+    """The explicit Spark schema (Parquet logs are read with it)."""
     log = spec(mechanism)
     fields = [StructField(log.key, LongType(), nullable=False)]
     fields += [StructField(name, kind, nullable=nullable) for name, kind, nullable in log.fields]
-    if with_corrupt:
-        fields.append(StructField(CORRUPT, StringType(), nullable=True))
     return StructType(fields)
