@@ -628,17 +628,23 @@ def cmd_pipeline_check(args: argparse.Namespace) -> int:
     if not Path(args.input).exists():
         raise UsageError(f"pipeline check: {args.input}: no such file or directory")
     try:
-        summary = check(args.mechanism, Path(args.input), Path(args.out), master=args.master, progress=_progress,
-                        conformance=args.conformance)
+        summary = check(args.mechanism, Path(args.input), Path(args.out), master=args.master,
+                        progress=None if args.json else _progress, conformance=args.conformance)
     except SparkUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return INFRA
-    print(f"{args.mechanism}: {summary['records']} records, {summary['checked']} checked, "
-          f"{summary['quarantined']} quarantined, {summary['partitions']} partitions, "
-          f"{len(summary['violating_partitions'])} violating: {summary['violating_partitions']}")
-    for key, path in summary["traces"].items():
-        print(f"  partition {key}: reproduce: brokerspec replay {path}")
-    print(f"summary: {Path(args.out) / 'summary.json'}")
+    if args.json:
+        print(json.dumps(summary, indent=1, sort_keys=True))
+    else:
+        print(f"{args.mechanism}: {summary['records']} records, {summary['checked']} checked, "
+              f"{summary['quarantined']} quarantined, {summary['partitions']} partitions, "
+              f"{len(summary['violating_partitions'])} violating: {summary['violating_partitions']}")
+        for key, path in summary["traces"].items():
+            print(f"  partition {key}: reproduce: brokerspec replay {path}")
+        print(f"summary: {Path(args.out) / 'summary.json'}")
+    if summary["unusable"]:
+        print(f"error: pipeline check: {summary['unusable']}", file=sys.stderr)
+        return USAGE
     return VIOLATED if summary["violating_partitions"] else PASS
 
 
@@ -890,6 +896,8 @@ def _parser() -> argparse.ArgumentParser:
     pcheck.add_argument("--input", required=True, help="a JSON-lines or Parquet log")
     pcheck.add_argument("--out", required=True, help="directory for violations, traces and summary.json")
     pcheck.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    pcheck.add_argument("--json", action="store_true",
+                        help="print the summary as JSON (and no progress lines) instead of the text report")
     pcheck.add_argument("--conformance", action="store_true",
                         help="keyshared: replay every subscription through the full pip379 model (slower), so a log "
                              "that delivers differently from pip379 fails even where KS-I1 and KS-I4 hold")
