@@ -131,7 +131,7 @@ def test_removing_a_rule_from_the_state_machine_fails_coverage() -> None:
 
 def test_check_prints_coverage_and_writes_junit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     junit = tmp_path / "junit.xml"
-    argv = ["check", "--mechanism", "pidquota", "--variant", "current", "--budget", "0.1", "--profile", "ci",
+    argv = ["check", "--mechanism", "pidquota", "--variant", "current", "--batches", "1", "--profile", "ci",
             "--out", str(tmp_path / "out"), "--junit", str(junit)]
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -167,7 +167,7 @@ def test_check_prints_a_rule_its_hypothesis_runs_never_took(
     crippled = replace(original, make_model=lambda config, variant: _Without(original.make_model(config, variant),
                                                                              "advance"))
     monkeypatch.setattr(pidquota, "MECHANISM", crippled)
-    argv = ["check", "--mechanism", "pidquota", "--variant", "current", "--budget", "0.1", "--profile", "ci",
+    argv = ["check", "--mechanism", "pidquota", "--variant", "current", "--batches", "1", "--profile", "ci",
             "--out", str(tmp_path)]
     assert main(argv) == 0  # coverage is reported, and asserted by these tests, not judged by the check
     out = capsys.readouterr().out

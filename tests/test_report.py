@@ -199,7 +199,7 @@ def test_report_renders_in_headless_chromium(path: Path, tmp_path: Path) -> None
 
 
 def test_check_writes_a_report_beside_each_finding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["check", "--mechanism", "pidquota", "--variant", "no_readd", "--budget", "0.1", "--profile", "ci",
+    argv = ["check", "--mechanism", "pidquota", "--variant", "no_readd", "--batches", "1", "--profile", "ci",
             "--out", str(tmp_path)]
     assert main(argv) == 0  # the known-bad twin is caught
     traces = sorted(tmp_path.glob("pidquota/*.json"))

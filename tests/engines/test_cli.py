@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("tiny_registered")
 
 
 def test_check_passes_current_and_catches_the_twin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["check", "--mechanism", "tiny", "--budget", "0.5", "--profile", "dev", "--out", str(tmp_path)])
+    code = main(["check", "--mechanism", "tiny", "--batches", "2", "--profile", "dev", "--out", str(tmp_path)])
     out = capsys.readouterr()
     assert code == PASS, out.out
     assert "twin caught (C-I1)" in out.out and "brokerspec check: PASS" in out.out
@@ -30,7 +30,7 @@ def test_check_fails_when_a_twin_is_not_caught(monkeypatch: pytest.MonkeyPatch, 
 
     monkeypatch.setattr(tiny, "MECHANISM", type(tiny.MECHANISM)(**{**tiny.MECHANISM.__dict__,
                                                                    "twins": {"stuck": "C-I1"}}))
-    code = main(["check", "--mechanism", "tiny", "--budget", "0.2", "--profile", "dev", "--out", str(tmp_path)])
+    code = main(["check", "--mechanism", "tiny", "--batches", "1", "--profile", "dev", "--out", str(tmp_path)])
     assert code == VIOLATED
     assert "TWIN MISSED (C-I1)" in capsys.readouterr().out
 
