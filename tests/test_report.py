@@ -98,7 +98,8 @@ def test_report_shows_failure_and_lanes(path: Path) -> None:
      ("delayed", "deliver_at[1:0]"), ("keyshared", "consumer[1]")],
 )
 def test_actors_are_derived_from_the_state(mechanism: str, lane: str) -> None:
-    traces = [load(p) for p in TRACES if p.parent.name == mechanism]
+    variable = lane.split("[")[0]  # a scope without that variable (topiclist's semaphore) has no such lane
+    traces = [t for t in (load(p) for p in TRACES if p.parent.name == mechanism) if variable in t.steps[0].vars]
     assert traces and all(lane in lanes(t) for t in traces)
 
 
