@@ -356,13 +356,14 @@ def _check(mechanism: str, input_path: Path, out: Path, spark: SparkSession, say
     kind = log.fields[1][0]  # the action (or event) column
     tallied = _rows(prepared.groupBy(kind, "duplicate").count())
     duplicates = sum(int(r["count"]) for r in tallied if r["duplicate"])
-    if duplicates:
+    if duplicates:  # checkable as far as its fields go, but quarantined
+        counts[None] -= duplicates
         counts[duplicate_reason(mechanism)] = duplicates
     coverage = {str(r[kind]): int(r["count"]) for r in sorted(tallied, key=lambda r: str(r[kind]))
                 if not r["duplicate"]}
     reasons = {str(reason): n for reason, n in sorted(counts.items(), key=lambda item: str(item[0]))
                if reason is not None}
-    checked = counts.get(None, 0) - duplicates
+    checked = counts.get(None, 0)
     summary.update(records=sum(counts.values()), checked=checked, quarantined=sum(reasons.values()),
                    quarantine_reasons=reasons, coverage=coverage)
     shutil.rmtree(out / "quarantine", ignore_errors=True)  # a rerun into the same folder leaves nothing stale
