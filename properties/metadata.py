@@ -21,9 +21,10 @@ harness drives and whose own behaviour is tested separately.
 
 `bench` measures the cost properties (MD-I6, MD-P1) the zero-cost model leaves out, on the spec's loads.
 
-A world whose tasks are suspended holds OS threads (the stdlib fallback of the executors); the
-adapter disposes it when it is closed or garbage-collected (`weakref.finalize`), and its
-closures never capture the adapter itself, so dropping the adapter is enough.
+A world whose tasks are suspended holds their greenlets; the adapter disposes it when it is closed
+or garbage-collected (`weakref.finalize`), so suspended tasks unwind at a known point, and its
+closures never capture the adapter itself, so dropping the adapter is enough. The world starts no
+OS thread, so the conformance engine may fork its workers after replaying metadata walks.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class MetadataReference:
         self.disagreement = ""
 
     def close(self) -> None:
-        """Dispose the world: unwind suspended tasks so their OS threads return to the pool."""
+        """Dispose the world: unwind its suspended tasks now rather than whenever the GC frees them."""
         self._finalizer()
 
     # -- Implementation ----------------------------------------------------------------------------

@@ -7,10 +7,13 @@ ends, blocks in :func:`join` / :meth:`SimLock.acquire`, or reaches :func:`yield_
 does not have to wait (a done future, a free lock) does not end the segment. ``("advance", t)`` moves the
 clock to the next instant at which a timer is due or a busy thread becomes free.
 
-Tasks need a stack that can be suspended at any call depth (a user callback may call ``join``). greenlet
-is not installed here, so the spec's stdlib fallback is used: each running task lives on a pooled OS
-thread, and a baton (two locks) lets exactly one of them, or the harness, run at a time. The interleaving
-is therefore entirely the harness's choice; OS scheduling never matters.
+Tasks need a stack that can be suspended at any call depth (a user callback may call ``join``), so each
+simulated thread runs its tasks in its own greenlet on the harness's OS thread: a segment is one switch into
+that greenlet and one switch back (the greenlet is kept between tasks, since creating one costs far more
+than a switch). The interleaving is therefore entirely the harness's choice, and no OS thread is ever
+started. An ``Exception`` that escapes a task is recorded in ``world.uncaught`` (Java would log it) and the
+step returns normally; any other ``BaseException`` (KeyboardInterrupt, SystemExit, a test framework's
+failure) ends the task and propagates out of ``world.step`` with a note naming the task, thread and instant.
 
 How a harness reads the state (between steps, nothing is running):
 
@@ -30,20 +33,22 @@ from simulated threads (``world.thread("client").execute(...)``) when they may b
 A recorded trace replays with ``world.step(("run", name))`` / ``world.step(("advance", t))``.
 
 Call :meth:`World.dispose` (or use ``with World() as w``) when a run ends with suspended tasks (a
-deadlock, an abandoned schedule): it unwinds them so their OS threads return to the pool.
+deadlock, an abandoned schedule): it unwinds them at once, so their ``finally`` blocks run at a known point
+rather than whenever the garbage collector frees their greenlets. Step a world from one OS thread only:
+a greenlet cannot be resumed from another.
 """
 
 from __future__ import annotations
 
-import contextlib
 import random
 import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import networkx as nx
+from greenlet import greenlet
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -59,73 +64,11 @@ class RejectedExecutionError(Exception):
     """A submission to a shut-down executor (Java's RejectedExecutionException)."""
 
 
-# --------------------------------------------------------------------------------------------------
-# Baton-passing coroutines on pooled OS threads
-# --------------------------------------------------------------------------------------------------
-
-
-class _Killed(BaseException):
-    """Unwinds a suspended task when its world is disposed (BaseException so ``except Exception`` passes)."""
-
-
-class _Runner:
-    """An OS thread that runs one task at a time; it and the harness hand a baton back and forth."""
-
-    _pool: ClassVar[list[_Runner]] = []
-    _pool_lock: ClassVar[threading.Lock] = threading.Lock()
-
-    def __init__(self) -> None:
-        self._go = threading.Lock()
-        self._go.acquire()
-        self._back = threading.Lock()
-        self._back.acquire()
-        self._job: Callable[[], None] | None = None
-        self.killed = False
-        threading.Thread(target=self._main, name="brokerspec-sim", daemon=True).start()
-
-    @classmethod
-    def get(cls) -> _Runner:
-        with cls._pool_lock:
-            if cls._pool:
-                return cls._pool.pop()
-        return cls()
-
-    def _main(self) -> None:
-        while True:
-            self._go.acquire()
-            job = self._job
-            assert job is not None
-            with contextlib.suppress(_Killed):
-                job()
-            self._job = None
-            self.killed = False
-            self._back.release()
-            with _Runner._pool_lock:
-                _Runner._pool.append(self)
-
-    def start(self, job: Callable[[], None]) -> None:
-        """Harness side: run ``job`` until it suspends or ends."""
-        self._job = job
-        self._go.release()
-        self._back.acquire()
-
-    def resume(self) -> None:
-        """Harness side: continue the suspended job until it suspends again or ends."""
-        self._go.release()
-        self._back.acquire()
-
-    def suspend(self) -> None:
-        """Task side: hand the baton back to the harness and wait to be resumed."""
-        if self.killed:
-            raise _Killed
-        self._back.release()
-        self._go.acquire()
-        if self.killed:
-            raise _Killed
-
-
 class _Context(threading.local):
-    """Which world, thread and task the current OS thread is executing (all None for the harness)."""
+    """Which world, thread and task is running on this OS thread (all None while the harness runs).
+
+    Thread-local so that worlds stepped on different OS threads never see each other's tasks.
+    """
 
     world: World | None = None
     thread: SimThread | None = None
@@ -182,14 +125,12 @@ class _Task:
     cost: int
     label: str
     timer: Timer | None = None
-    runner: _Runner | None = None
     waiting_on: SimFuture[Any] | SimLock | None = None
     yield_label: str | None = None
-    finished: bool = False
 
     def suspend(self) -> None:
-        assert self.runner is not None
-        self.runner.suspend()
+        """Switch back to the harness; the next segment of this task resumes here."""
+        _to_harness(False)
 
     def blocked_for(self, thread: SimThread) -> bool:
         w = self.waiting_on
@@ -208,6 +149,8 @@ class SimThread:
         self.is_shutdown = False
         self._queue: deque[_Task] = deque()
         self._current: _Task | None = None
+        self._glet: greenlet | None = None
+        """Runs this thread's tasks; created at its first segment, replaced if an exception killed it."""
 
     def __repr__(self) -> str:
         return f"SimThread({self.name!r})"
@@ -751,8 +694,8 @@ class World:
             thread = arg if isinstance(arg, SimThread) else self._by_name[str(arg)]
             if not thread.enabled:
                 raise ValueError(f"{thread.name} is not enabled")
+            self.history.append(("run", thread.name))  # before running: a BaseException may end the step
             self._run_segment(thread)
-            self.history.append(("run", thread.name))
         else:
             raise ValueError(f"unknown choice {choice!r}")
 
@@ -817,7 +760,6 @@ class World:
         timer.thread._queue.append(task)
 
     def _run_segment(self, thread: SimThread) -> None:
-        self._running = thread
         self._segment_cost = 0
         task = thread._current
         if task is None:
@@ -826,38 +768,65 @@ class World:
             if task.timer is not None:
                 task.timer.queued_task = None
             self._segment_cost = task.cost
-            task.runner = _Runner.get()
-            task.runner.start(lambda: self._job(thread, task))
         else:
             task.waiting_on = None
             task.yield_label = None
-            assert task.runner is not None
-            task.runner.resume()
-        self._running = None
+        if thread._glet is None:
+            thread._glet = greenlet(self._loop)
+        glet = thread._glet
+        finished = False
+        escaped: BaseException | None = None
+        try:
+            finished = self._switch(thread, task, glet.switch)
+        except BaseException as e:
+            escaped = e
         thread.busy_until = self.now + self._segment_cost
-        if task.finished:
+        if glet.dead:
+            thread._glet = None
+        if finished or glet.dead:
             thread._current = None
-            task.runner = None
             timer = task.timer
+            if escaped is not None and timer is not None:
+                timer.cancelled = True
             if timer is not None and timer.period is not None and not timer.cancelled:
                 timer.runs += 1
                 timer.deadline = timer._next_deadline(thread.busy_until)
                 self._arm(timer)
+        if escaped is not None:
+            escaped.add_note(f"escaped task {task.label!r} on simulated thread {thread.name} at t={self.now}")
+            raise escaped
 
-    def _job(self, thread: SimThread, task: _Task) -> None:
+    def _switch(self, thread: SimThread, task: _Task | None, into: Callable[[], Any]) -> Any:
+        """Call ``into`` (a switch into, or a throw at, ``thread``'s greenlet) as ``thread`` running ``task``,
+        and return what the greenlet switches back.
+
+        The greenlet's parent is set to the caller each time, so the greenlet returns (or an escaping
+        exception propagates) to whoever stepped the world.
+        """
+        assert thread._glet is not None
+        thread._glet.parent = greenlet.getcurrent()
+        self._running = thread
         _ctx.world, _ctx.thread, _ctx.task = self, thread, task
         try:
-            task.fn()
-        except _Killed:
-            raise
-        except Exception as e:
-            # Java's executors log an escaped exception; a periodic task is then not rescheduled.
-            self.uncaught.append((thread.name, task.label, e))
-            if task.timer is not None:
-                task.timer.cancelled = True
+            return into()
         finally:
-            task.finished = True
+            self._running = None
             _ctx.world, _ctx.thread, _ctx.task = None, None, None
+
+    def _loop(self) -> None:
+        """The body of a thread's greenlet: each pass runs the task the harness switched in, then reports it
+        finished. Java's executors log an escaped exception (a periodic task is then not rescheduled); a
+        ``BaseException`` is not theirs to swallow, so it ends the greenlet and reaches the harness."""
+        while True:
+            thread, task = _ctx.thread, _ctx.task
+            assert thread is not None and task is not None
+            try:
+                task.fn()
+            except Exception as e:
+                self.uncaught.append((thread.name, task.label, e))
+                if task.timer is not None:
+                    task.timer.cancelled = True
+            _to_harness(True)
 
     # -- analysis -----------------------------------------------------------------------------------
     def thread_states(self) -> list[ThreadState]:
@@ -931,16 +900,23 @@ class World:
 
     # -- teardown -----------------------------------------------------------------------------------
     def dispose(self) -> None:
-        """Unwind every suspended task and drop all queued work and timers. The world is unusable after."""
+        """Unwind every thread's greenlet (``GreenletExit`` where it is suspended, so a suspended task's
+        ``finally`` blocks run now) and drop all queued work and timers. The world is unusable after."""
         for t in self.threads:
-            task = t._current
-            if task is not None and task.runner is not None:
-                task.runner.killed = True
-                task.runner.resume()
-                t._current = None
+            if t._glet is not None:
+                self._switch(t, t._current, t._glet.throw)
+                t._glet = None
+            t._current = None
             t._queue.clear()
             t.is_shutdown = True
         self._timers.clear()
+
+
+def _to_harness(finished: bool) -> None:
+    """Switch from a thread's greenlet back to the harness, telling it whether the task has finished."""
+    parent = greenlet.getcurrent().parent
+    assert parent is not None
+    parent.switch(finished)
 
 
 def _wait_target(task: _Task) -> tuple[str, str | None]:

@@ -408,13 +408,106 @@ def test_cancel_removes_a_queued_periodic_run(world: World) -> None:
 # -- teardown ---------------------------------------------------------------------------------------
 
 
-def test_dispose_releases_blocked_tasks() -> None:
+def test_dispose_unwinds_blocked_tasks_and_no_os_thread_is_ever_started() -> None:
     baseline = threading.active_count()
-    for _ in range(30):
+    unwound: list[int] = []
+
+    def blocked(i: int, never: SimFuture[None]) -> None:
+        try:
+            join(never)
+        finally:
+            unwound.append(i)
+
+    for i in range(30):
         with World() as w:
             t = w.thread("t")
-            t.execute(partial(join, w.future("never")))
+            t.execute(partial(blocked, i, w.future("never")))
+            w.thread("idle").execute(lambda: None)
             w.run()
-            assert w.stuck()  # t is blocked forever
-    # every suspended task was unwound, so the OS threads were reused rather than leaked
-    assert threading.active_count() <= baseline + 2
+            assert w.stuck() and unwound == list(range(i))  # t is blocked forever
+            assert threading.active_count() == baseline
+        assert unwound == list(range(i + 1))  # unwound by dispose, not whenever the GC gets to it
+    assert threading.active_count() == baseline
+
+
+# -- exceptions escaping a task ---------------------------------------------------------------------
+
+
+class _HarnessAbort(BaseException):
+    """Stands for a test framework's failure exception (pytest's ``Failed`` is a BaseException)."""
+
+
+def _step_elsewhere(body: Callable[[], None]) -> None:
+    """Run ``body`` on a daemon thread and fail, rather than hang the suite, if it does not return."""
+    errors: list[BaseException] = []
+
+    def guarded() -> None:
+        try:
+            body()
+        except BaseException as e:
+            errors.append(e)
+
+    runner = threading.Thread(target=guarded, daemon=True)
+    runner.start()
+    runner.join(timeout=20)
+    assert not runner.is_alive(), "a step did not return: the world hangs on an escaped exception"
+    if errors:
+        raise errors[0]
+
+
+@pytest.mark.parametrize("kind", [KeyboardInterrupt, SystemExit, _HarnessAbort])
+@pytest.mark.parametrize("segment", ["first", "resumed"])
+def test_a_base_exception_escaping_a_task_ends_the_step_with_it(kind: type[BaseException], segment: str) -> None:
+    """Issue 17: the exception leaves ``step`` at once, with a note naming the task; the world goes on."""
+    seen: list[BaseException] = []
+    after: list[str] = []
+
+    def body() -> None:
+        w = World(seed=0)
+        client = w.thread("client-0")
+        gate = w.future("gate", "client-0")
+
+        def task() -> None:
+            if segment == "resumed":
+                join(gate)  # raise deeper in a later segment of the task
+            raise kind("stop")
+
+        client.execute(task, label="doomed")
+
+        def later() -> None:
+            yield_point("y")  # the thread's next task still suspends and resumes
+            after.append(current_thread_name())
+
+        client.execute(later)
+        if segment == "resumed":
+            w.step(w.choices()[0])
+            gate.complete(None)
+        with pytest.raises(kind) as raised:
+            w.step(w.choices()[0])
+        seen.append(raised.value)
+        assert w.history[-1] == ("run", "client-0") and w.uncaught == []
+        assert w.thread_states()[0].current is None
+        assert w.run() == 2 and after == ["client-0"] and w.quiescent()
+
+    _step_elsewhere(body)
+    assert [type(e) for e in seen] == [kind]
+    assert any("'doomed' on simulated thread client-0 at t=0" in note for note in seen[0].__notes__)
+
+
+def test_a_base_exception_stops_a_periodic_task_like_an_uncaught_error() -> None:
+    runs: list[int] = []
+
+    def body() -> None:
+        w = World(seed=0)
+
+        def tick() -> None:
+            runs.append(w.now)
+            raise _HarnessAbort
+
+        w.scheduled_thread("t").schedule_at_fixed_rate(tick, 1, 1)
+        with pytest.raises(_HarnessAbort):
+            w.run()
+        assert w.uncaught == [] and w.quiescent() and w.choices() == []
+
+    _step_elsewhere(body)
+    assert runs == [1]
