@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from properties.cli import PASS, USAGE, VIOLATED, main
 from traces.pipeline.check import check
+from traces.pipeline.schema import spec
 from traces.pipeline.simulate import simulate
 
 pytestmark = pytest.mark.spark
@@ -38,7 +39,7 @@ def _set(field: str, value: Any, reason: str) -> Corruption:
 def _corruptions(mechanism: str) -> list[Corruption]:
     """One corruption per way a user met: bad JSON text, wrong types, the action or event as a number, an
     object where a string is expected, a duplicate event, a truncated line."""
-    key = "subscription" if mechanism == "keyshared" else ("tracker" if mechanism == "delayed" else "limiter")
+    key = spec(mechanism).key
     common = [
         _set("seq", "3", "field seq is string, not an integer"),
         _set(key, 1.5, f"field {key} is decimal, not an integer"),
@@ -152,3 +153,21 @@ def test_a_long_check_reports_progress(spark: SparkSession, tmp_path: Path) -> N
     check("delayed", sim.path, tmp_path / "out", spark=spark, progress=lines.append, every=0.2)
     beats = [line for line in lines if "progress:" in line]
     assert beats and "Spark stages done" in beats[-1] and "records replayed" in beats[-1]
+
+
+@pytest.mark.parametrize(("mechanism", "field", "value"), [
+    ("delayed", "params", '{"ledger": "x", "entry": [1], "deliver_at": {"a": 1}}'),
+    ("topiclist", "vars", '{"a": [1]}'),
+])
+def test_well_typed_records_the_model_cannot_take_are_violations_not_crashes(
+    spark: SparkSession, tmp_path: Path, mechanism: str, field: str, value: str,
+) -> None:
+    sim = simulate(mechanism, 200, tmp_path / "log.jsonl", partitions=5, seed=4)
+    records = [json.loads(line) for line in sim.path.read_text().splitlines()]
+    key = spec(mechanism).key
+    odd = next(r for r in records if r[key] == 2 and r["seq"] > 0 and (mechanism != "delayed" or r["action"] == "add"))
+    odd[field] = value
+    sim.path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary = check(mechanism, sim.path, tmp_path / "out", spark=spark)
+    assert summary["checked"] == sim.events and summary["quarantined"] == 0
+    assert summary["violating_partitions"] == [2]
