@@ -748,11 +748,12 @@ def _replay_port(args: argparse.Namespace, trace: Trace) -> int:
 def cmd_protocol(args: argparse.Namespace) -> int:
     mechanism = _mechanisms([args.mechanism])[0]
     variant = args.variant or mechanism.current
-    names = [args.config] if args.config else list(mechanism.hypothesis_configs)
-    print(f"# {mechanism.name} port vocabulary (generated from the model; envelope: README, section Ports)")
-    for name in names:
-        print(f"\n## config {name}\n")
-        print(describe(_model(mechanism, _port_config(mechanism, name), variant), seed=args.seed))
+    if variant not in mechanism.variants:
+        raise UsageError(f"unknown variant {variant!r} for {mechanism.name} (known: {', '.join(mechanism.variants)})")
+    try:
+        print(describe(mechanism, variant, [args.config] if args.config else None, as_json=args.json))
+    except ValueError as exc:  # an unknown configuration name
+        raise UsageError(str(exc)) from None
     return PASS
 
 
@@ -868,8 +869,8 @@ def _parser() -> argparse.ArgumentParser:
     protocol_p = sub.add_parser("protocol", help="print a mechanism's port vocabulary, generated from its model")
     protocol_p.add_argument("--mechanism", required=True)
     protocol_p.add_argument("--variant")
-    protocol_p.add_argument("--config", help="only this configuration (default: every Hypothesis configuration)")
-    protocol_p.add_argument("--seed", type=int, default=0)
+    protocol_p.add_argument("--config", help="only this configuration (default: every explorer and Hypothesis one)")
+    protocol_p.add_argument("--json", action="store_true", help="the vocabulary as one JSON document, for tools")
     protocol_p.set_defaults(run=cmd_protocol)
 
     mutants_p = sub.add_parser("mutants", help="run check on each planted bug (tests/mutants/*.patch): killed by name?")
