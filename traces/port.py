@@ -7,7 +7,8 @@ manager), so no process survives a run.
 
 Protocol (version 1), one JSON object per line, UTF-8:
 
-* harness -> port ``{"type": "hello", "protocol": 1, "mechanism", "variant", "config"}``,
+* harness -> port ``{"type": "hello", "protocol": 1, "mechanism", "variant", "config"}`` (the complete
+  configuration: every key the model reads, defaults included),
   port -> harness ``{"type": "ready", "vars"}`` (its initial state);
 * harness -> port ``{"type": "step", "seq": n, "action", "params"}`` (n = 1, 2, ...),
   port -> harness ``{"type": "reply", "seq": n, "observation", "vars"[, "violations"]}`` or
@@ -29,6 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from models.core import Action, Json, Observation, Param
+from traces.protocol import hello_config
 
 PROTOCOL_VERSION = 1
 DEFAULT_STEP_TIMEOUT_S = 5.0
@@ -105,8 +107,9 @@ class PortProcess:
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_thread.start()
         try:
+            complete = hello_config(mechanism, variant, config)  # defaults included: the port need guess none
             hello = {"type": "hello", "protocol": PROTOCOL_VERSION, "mechanism": mechanism, "variant": variant,
-                     "config": {k: _jsonable(v) for k, v in config.items()}}
+                     "config": {k: _jsonable(v) for k, v in complete.items()}}
             reply = self._exchange(hello, hello_timeout_s)
             if reply.get("type") == "error":
                 raise PortError("error", 0, f"hello refused: {reply.get('message')!r}")
