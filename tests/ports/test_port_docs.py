@@ -1,0 +1,130 @@
+"""The port documentation is complete and right: every model name has a meaning, the hello carries the
+whole configuration, docs/ports.md's transcripts are real sessions, and a port written from the docs
+alone (tests/ports/doc_port.py) passes `verify`."""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from models.core import Model
+from properties import registry
+from properties.cli import PASS, USAGE, main
+from tests.ports.transcripts import SCRIPTS, transcript
+from traces.port import PortProcess
+from traces.protocol import VOCABULARIES, Sample, Vocabulary, complete_config, document, missing, scope_of
+
+HERE = Path(__file__).parent
+DOCS = HERE.parents[1] / "docs" / "ports.md"
+DOC_PORT = HERE / "doc_port.py"
+MECHANISMS = list(registry.mechanisms())
+
+
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_every_var_field_action_parameter_and_config_key_has_a_meaning(name: str) -> None:
+    mechanism = registry.get(name)
+    doc = document(mechanism, mechanism.current)
+    for scope in doc["scopes"]:
+        assert scope["undocumented"] == [], f"{scope['scope']}: add these to traces/protocol.py"
+        assert all(v["meaning"] for v in scope["vars"]) and all(a["enabled"] for a in scope["actions"])
+        assert not any("not reached" in v["type"] for v in scope["vars"] if v["path"].isidentifier())
+
+
+def test_an_undocumented_var_or_action_is_reported() -> None:
+    """`missing` can fail: drop one var and one action from the pidquota vocabulary."""
+    mechanism = registry.get("pidquota")
+    model = mechanism.make_model(mechanism.hypothesis_configs["default"], mechanism.current)
+    full = VOCABULARIES["pidquota"]
+    vocabulary = Vocabulary(full.config, {k: v for k, v in full.vars.items() if k != "now"},
+                            {k: v for k, v in full.actions.items() if k != "cleanup"}, full.observation)
+    sample = Sample()
+    sample.add(model, vocabulary, states=20)
+    assert {"var now", "action cleanup", "var path now"} <= set(missing(vocabulary, [model], sample))
+
+
+def _same_behaviour(a: Model[Any], b: Model[Any], states: int = 150) -> None:
+    """Breadth-first over `a`: the two models agree on the vars and the enabled actions of every state."""
+    queue, sa, sb, seen = deque([(a.initial(), b.initial())]), None, None, 0
+    while queue and seen < states:
+        sa, sb = queue.popleft()
+        seen += 1
+        assert a.vars(sa) == b.vars(sb)
+        actions = list(a.enabled(sa))
+        assert actions == list(b.enabled(sb))
+        for action in actions[:3]:
+            queue.append((a.step(sa, action)[0], b.step(sb, action)[0]))
+
+
+@pytest.mark.parametrize("scope", [s for s, v in VOCABULARIES.items() if v.defaults])
+def test_declared_defaults_are_the_ones_the_model_applies(scope: str) -> None:
+    """A configuration that names only its scope behaves as its completed configuration."""
+    mechanism = registry.get(scope.split("/")[0])
+    minimal = mechanism.make_model({"scope": scope.split("/")[1]}, mechanism.current)
+    completed = complete_config(minimal)
+    assert set(completed) == set(VOCABULARIES[scope].config)
+    _same_behaviour(minimal, mechanism.make_model(completed, mechanism.current))
+
+
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_the_hello_carries_the_complete_configuration(name: str, tmp_path: Path) -> None:
+    """The port sees every key the model reads (keyshared's hot config names 8 of its 17)."""
+    mechanism = registry.get(name)
+    echo = "import json, sys; h = json.loads(sys.stdin.readline()); print(json.dumps({'type': 'ready', " \
+           "'vars': h['config']}), flush=True); sys.stdin.read()"
+    for config in [*mechanism.hypothesis_configs.values(), *mechanism.explore_configs.values()]:
+        model = mechanism.make_model(config, mechanism.current)
+        with PortProcess([sys.executable, "-c", echo], name, mechanism.current, config) as port:
+            seen = port.vars()
+        assert seen == json.loads(json.dumps(complete_config(model)))
+        assert set(seen) == set(VOCABULARIES[scope_of(name, model.config)].config)
+        assert set(seen) >= set(config)
+
+
+def test_protocol_prints_every_configuration_complete(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["protocol", "--mechanism", "keyshared", "--config", "hot"]) == PASS
+    out = capsys.readouterr().out
+    assert '"points": 3' in out and '"look_ahead_per_consumer": 4000' in out and '"interleave": 2' in out
+    assert "read_position: int  the next entry a Normal read reads" in out
+    assert "enabled when: " in out and "array<any>" not in out
+    assert main(["protocol", "--mechanism", "topiclist", "--json"]) == PASS
+    doc = json.loads(capsys.readouterr().out)
+    named = {(c["name"], c["engine"]) for s in doc["scopes"] for c in s["configs"]}
+    mechanism = registry.get("topiclist")
+    assert named == {*((n, "explorer") for n in mechanism.explore_configs),
+                     *((n, "hypothesis") for n in mechanism.hypothesis_configs)}
+    assert main(["protocol", "--mechanism", "topiclist", "--config", "nope"]) == USAGE
+
+
+def test_protocol_output_is_deterministic(capsys: pytest.CaptureFixture[str]) -> None:
+    outputs = []
+    for _ in range(2):
+        assert main(["protocol", "--mechanism", "pidquota", "--json"]) == PASS
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize(("mechanism", "config"), list(SCRIPTS))
+def test_the_docs_hold_real_transcripts(mechanism: str, config: str) -> None:
+    assert f"```\n{transcript(mechanism, config)}\n```" in DOCS.read_text(encoding="utf-8"), (
+        "regenerate with: python tests/ports/transcripts.py")
+
+
+def test_the_doc_port_imports_nothing_of_the_project() -> None:
+    tree = ast.parse(DOC_PORT.read_text(encoding="utf-8"))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}
+
+
+def test_a_port_written_from_the_docs_passes_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for config in ("default", "small"):  # the Hypothesis default, and an explorer tour
+        code = main(["verify", "--mechanism", "pidquota", "--config", config, "--budget", "4",
+                     "--out", str(tmp_path), "--port", sys.executable, str(DOC_PORT)])
+        assert code == PASS, capsys.readouterr().out

@@ -1,0 +1,78 @@
+"""Worked port transcripts generated from the real models, so docs/ports.md shows exactly what a port sees.
+
+`python tests/ports/transcripts.py` prints every transcript as docs/ports.md embeds it; the docs test
+checks that the file still holds them verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from models.core import Action, Param
+from properties import registry
+from traces.protocol import complete_config
+
+SCRIPTS: dict[tuple[str, str], Sequence[tuple[str, Mapping[str, Param]]]] = {
+    ("topiclist", "semaphore"): [("acquire", {"permits": 8}), ("acquire", {"permits": 5}), ("step", {}), ("step", {}),
+                                 ("release", {"permit": 0}), ("step", {})],
+    ("keyshared", "hot"): [("add", {"name": "consumer1", "permits": 2}), ("publish", {}), ("publish", {}),
+                           ("read", {}), ("add", {"name": "consumer2"}), ("ack", {"position": 0})],
+    ("keyshared", "tracker"): [("add_pending_ack_if_allowed", {"position": 0, "batch_size": 1}),
+                               ("move_hash", {"hash": 11707, "consumer": 1}),
+                               ("should_block_sticky_key_hash", {"hash": 11707}),
+                               ("remove", {"consumer": 2, "position": 0})],
+    ("delayed", "default"): [("add", {"ledger": 1, "entry": 0}), ("advance", {}), ("get_scheduled", {"limit": 100})],
+    ("metadata", "default"): [("put", {"c": 0, "p": "/a"}), ("advance", {}), ("run", {}), ("run", {}),
+                             ("run", {})],
+    ("pidquota", "default"): [("produce", {"principal": "A", "pids": (1,)}),
+                              ("produce", {"principal": "A", "pids": (1, 2)}), ("advance", {"dt": 31}),
+                              ("produce", {"principal": "A", "pids": (1,)}), ("advance", {"dt": 29})],
+}
+"""Per (mechanism, Hypothesis configuration), the steps: the first enabled action of that name whose
+parameters include the given ones."""
+
+
+def _line(message: Mapping[str, Any]) -> str:
+    return json.dumps(_plain(message))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def transcript(mechanism: str, config: str) -> str:
+    """The JSON lines of a correct port's session: `>` harness to port, `<` port to harness."""
+    found = registry.get(mechanism)
+    model = found.make_model(found.hypothesis_configs[config], found.current)
+    state = model.initial()
+    lines = [
+        "> " + _line({"type": "hello", "protocol": 1, "mechanism": mechanism, "variant": model.variant,
+                      "config": complete_config(model)}),
+        "< " + _line({"type": "ready", "vars": model.vars(state)}),
+    ]
+    for seq, (name, wanted) in enumerate(SCRIPTS[(mechanism, config)], start=1):
+        action = next(a for a in model.enabled(state) if a.name == name and _has(a, wanted))
+        state, observation = model.step(state, action)
+        lines.append("> " + _line({"type": "step", "seq": seq, "action": name, "params": action.as_dict()}))
+        lines.append("< " + _line({"type": "reply", "seq": seq, "observation": observation,
+                                   "vars": model.vars(state)}))
+    return "\n".join(lines)
+
+
+def _has(action: Action, wanted: Mapping[str, Param]) -> bool:
+    return all(action.get(k) == v for k, v in wanted.items())
+
+
+def main() -> None:
+    for mechanism, config in SCRIPTS:
+        print(f"### {mechanism} ({config})\n\n```\n{transcript(mechanism, config)}\n```\n")
+
+
+if __name__ == "__main__":
+    main()
