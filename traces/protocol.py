@@ -17,6 +17,7 @@ starts with a `[a, b, c]` layout declares a tuple: a fixed-length array whose po
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -27,8 +28,10 @@ from models.core import Action, Json, Model, Observation, Param
 from properties import registry
 from properties.registry import Mechanism
 
-ENUMERATED_STATES = 300
+ENUMERATED_STATES = 200
 """States enumerated per configuration to infer types and collect examples (breadth-first, deterministic)."""
+WALKS, WALK_LENGTH = 10, 40
+"""Walks (with a fixed generator: no seed to pass) that reach the shapes breadth-first is too shallow for."""
 _MAX_VALUES = 8
 _LAYOUT = re.compile(r"^\[([a-z_0-9, ]+)\]")
 
@@ -139,34 +142,49 @@ class Sample:
     examples: dict[str, tuple[Action, Observation]] = field(default_factory=dict)
 
     def add(self, model: Model[Any], vocabulary: Vocabulary, states: int = ENUMERATED_STATES) -> None:
-        """Enumerate `model` breadth-first (deduplicated by its state key) for `states` states."""
+        """Enumerate `model` breadth-first (deduplicated by its state key) for `states` states, then take
+        `WALKS` walks of `WALK_LENGTH` steps with a fixed generator, so deep shapes show up too."""
         initial = model.initial()
         seen: set[Hashable] = {model.key(initial)}
         queue: deque[Any] = deque([initial])
         visited = 0
         while queue and visited < states:
-            state = queue.popleft()
             visited += 1
-            for name, value in model.vars(state).items():
-                _walk(value, name, vocabulary.vars, self.vars)
-            for action in model.enabled(state):
-                documented = vocabulary.actions.get(action.name)
-                table = documented.params if documented is not None else {}
-                found = self.params.setdefault(action.name, {})
-                for name, value in action.params:
-                    _walk(value, name, table, found)
-                    self.values.setdefault((action.name, name), set()).add(_dump(value))
-                after, observation = model.step(state, action)
-                if observation is not None:
-                    for name, value in observation.items():
-                        _walk(value, name, vocabulary.observation, self.observation)
-                known = self.examples.get(action.name)
-                if known is None or (_dump(observation).count("[]") < _dump(known[1]).count("[]")):
-                    self.examples[action.name] = (action, observation)
+            for after in self._visit(model, vocabulary, queue.popleft()):
                 key = model.key(after)
                 if key not in seen:
                     seen.add(key)
                     queue.append(after)
+        rng = random.Random(0)
+        for _ in range(WALKS):
+            state = initial
+            for _ in range(WALK_LENGTH):
+                successors = self._visit(model, vocabulary, state)
+                if not successors:
+                    break
+                state = rng.choice(successors)
+
+    def _visit(self, model: Model[Any], vocabulary: Vocabulary, state: Any) -> list[Any]:
+        """Record the shapes of `state` and of every enabled action from it; its successors."""
+        for name, value in model.vars(state).items():
+            _walk(value, name, vocabulary.vars, self.vars)
+        successors = []
+        for action in model.enabled(state):
+            documented = vocabulary.actions.get(action.name)
+            table = documented.params if documented is not None else {}
+            found = self.params.setdefault(action.name, {})
+            for name, value in action.params:
+                _walk(value, name, table, found)
+                self.values.setdefault((action.name, name), set()).add(_dump(value))
+            after, observation = model.step(state, action)
+            if observation is not None:
+                for name, value in observation.items():
+                    _walk(value, name, vocabulary.observation, self.observation)
+            known = self.examples.get(action.name)
+            if known is None or (_dump(observation).count("[]") < _dump(known[1]).count("[]")):
+                self.examples[action.name] = (action, observation)
+            successors.append(after)
+        return successors
 
 
 def missing(vocabulary: Vocabulary, models: Iterable[Model[Any]], sample: Sample) -> list[str]:
@@ -207,21 +225,24 @@ def _configs(mechanism: Mechanism, names: Sequence[str] | None) -> list[tuple[st
 def document(mechanism: Mechanism, variant: str, names: Sequence[str] | None = None) -> dict[str, Any]:
     """The vocabulary of `mechanism` for its configurations (or `names`), as plain JSON data."""
     default = next(iter(mechanism.hypothesis_configs))
+    chosen = {(n, e) for n, e, _ in _configs(mechanism, names)}
     scopes: dict[str, dict[str, Any]] = {}
-    for name, engine, config in _configs(mechanism, names):
+    models: dict[str, list[Model[Any]]] = {}
+    for name, engine, config in _configs(mechanism, None):
         model = mechanism.make_model(config, variant)
         scope = scope_of(mechanism.name, model.config)
-        entry = scopes.setdefault(scope, {"scope": scope, "configs": [], "models": []})
-        entry["configs"].append({"name": name, "engine": engine, "verify_default": engine == "hypothesis"
-                                 and name == default, "config": _plain(complete_config(model)),
-                                 "actions": list(model.action_names)})
-        entry["models"].append(model)
+        models.setdefault(scope, []).append(model)  # types come from every configuration of the scope
+        if (name, engine) in chosen:
+            entry = scopes.setdefault(scope, {"scope": scope, "configs": []})
+            entry["configs"].append({"name": name, "engine": engine, "verify_default": engine == "hypothesis"
+                                     and name == default, "config": _plain(complete_config(model)),
+                                     "actions": list(model.action_names), "initial_vars":
+                                     _plain(model.vars(model.initial()))})
     out: list[dict[str, Any]] = []
     for scope, entry in scopes.items():
         vocabulary = VOCABULARIES[scope]
-        models: list[Model[Any]] = entry.pop("models")
         sample = Sample()
-        for model in models:
+        for model in models[scope]:
             sample.add(model, vocabulary)
         offered = {a: [c["name"] for c in entry["configs"] if a in c["actions"]]
                    for c in entry["configs"] for a in c["actions"]}
@@ -233,8 +254,7 @@ def document(mechanism: Mechanism, variant: str, names: Sequence[str] | None = N
                          for p, m in vocabulary.vars.items()]
         entry["observation"] = [{"path": p, "type": _type(sample.observation.get(p)), "meaning": m}
                                 for p, m in vocabulary.observation.items()]
-        entry["initial_vars"] = _plain(models[0].vars(models[0].initial()))
-        entry["undocumented"] = missing(vocabulary, models, sample)
+        entry["undocumented"] = missing(vocabulary, models[scope], sample)
         out.append(entry)
     return {"mechanism": mechanism.name, "variant": variant, "protocol": 1, "scopes": out}
 
@@ -288,7 +308,8 @@ def render(doc: Mapping[str, Any]) -> str:
         lines += [_part(v) for v in scope["vars"]]
         lines += ["", "observation fields (reply.observation; each action returns some of them):"]
         lines += [_part(o) for o in scope["observation"]]
-        lines += ["", f"initial vars ({scope['configs'][0]['name']}):", f"  {_dump(scope['initial_vars'])}"]
+        lines += ["", "initial vars (the ready message's):"]
+        lines += [f"  {c['name']} ({c['engine']}): {_dump(c['initial_vars'])}" for c in scope["configs"]]
         if scope["undocumented"]:
             lines += ["", f"undocumented (a bug in traces/protocol.py): {', '.join(scope['undocumented'])}"]
     return "\n".join(lines)
