@@ -137,4 +137,4 @@ def test_verify_runs_the_reference_beside_the_port_and_names_it_when_they_disagr
                       reference=lambda c, v: _Skewed(reference(c, v)))
     found = run_actions(make_model, skewed, actions)
     assert found is not None and (found.target, found.actions) == (DIVERGENCE, tuple(actions))
-    assert found.detail.startswith("state ") and "reference" in found.detail and "'skewed'" in found.detail
+    assert found.detail.startswith("state ") and "reference" in found.detail and '"skewed"' in found.detail
