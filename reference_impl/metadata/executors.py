@@ -801,17 +801,20 @@ class World:
         and return what the greenlet switches back.
 
         The greenlet's parent is set to the caller each time, so the greenlet returns (or an escaping
-        exception propagates) to whoever stepped the world.
+        exception propagates) to whoever stepped the world. The caller's context is restored afterwards,
+        not cleared: a finalizer may dispose a world from inside another world's task, wherever the
+        garbage collector happens to run.
         """
         assert thread._glet is not None
         thread._glet.parent = greenlet.getcurrent()
+        outer = _ctx.world, _ctx.thread, _ctx.task
         self._running = thread
         _ctx.world, _ctx.thread, _ctx.task = self, thread, task
         try:
             return into()
         finally:
             self._running = None
-            _ctx.world, _ctx.thread, _ctx.task = None, None, None
+            _ctx.world, _ctx.thread, _ctx.task = outer
 
     def _loop(self) -> None:
         """The body of a thread's greenlet: each pass runs the task the harness switched in, then reports it

@@ -430,6 +430,26 @@ def test_dispose_unwinds_blocked_tasks_and_no_os_thread_is_ever_started() -> Non
     assert threading.active_count() == baseline
 
 
+
+def test_disposing_a_world_inside_another_worlds_task_leaves_that_task_running_as_itself() -> None:
+    """A finalizer (``MetadataReference``'s) may dispose a world wherever the garbage collector runs."""
+    with World() as other, World() as w:
+        other.thread("o").execute(partial(join, other.future("never")))
+        other.run()
+        seen: list[str] = []
+
+        def task() -> None:
+            other.dispose()
+            seen.append(current_thread_name())
+            yield_point("still a segment boundary")
+            seen.append(current_thread_name())
+
+        w.thread("t").execute(task)
+        w.step(w.choices()[0])
+        assert seen == ["t"] and other.thread_states()[0].current is None
+        w.step(w.choices()[0])
+        assert seen == ["t", "t"] and current_thread_name() == EXTERNAL
+
 # -- exceptions escaping a task ---------------------------------------------------------------------
 
 
