@@ -23,6 +23,10 @@ from models.keyshared import PROMOTED as KS_PROMOTED
 from models.keyshared import UNBLOCKED_IN_PASS as KS_UNBLOCKED_IN_PASS
 from models.keyshared import claims as ks_claims
 from models.keyshared import sticky_hash as ks_sticky_hash
+from models.keyshared_tracker import ACROSS_LEDGERS as KS_ACROSS_LEDGERS
+from models.keyshared_tracker import HASH_NOT_SET as KS_HASH_NOT_SET
+from models.keyshared_tracker import KEPT_MISMATCH as KS_KEPT_MISMATCH
+from models.keyshared_tracker import OVERWROTE as KS_OVERWROTE
 from properties.explorer import Exploration
 from properties.registry import Mechanism
 from properties.stateful import build_state_machine, find_failure
@@ -185,6 +189,20 @@ def _ks_stubborn(_: Mapping[str, Param], v: Vars) -> bool:
     return v.get("settled") is True and bool(_list(v.get("pinned"))) and bool(_list(v["draining"]))
 
 
+def _ks_tracker_pending(v: Vars) -> list[list[Json]]:
+    """The tracker scope's pending acks, `[ledger, entry, remaining, hash]` (the dispatcher's hold entry ids)."""
+    if "owners" not in v:
+        return []
+    return [_list(p) for held in _list(v["pending"]) for p in _list(_list(held)[1])]
+
+
+def _ks_two_ledgers(_: Mapping[str, Param], v: Vars) -> bool:
+    """One consumer holds pending acks of two ledgers (tracker scope)."""
+    if "owners" not in v:
+        return False
+    return any(len({_int(_list(p)[0]) for p in _list(_list(held)[1])}) > 1 for held in _list(v["pending"]))
+
+
 INTERESTING: Mapping[str, tuple[Interesting, ...]] = {
     "keyshared": (
         Interesting("a hash is draining", lambda _, v: bool(_list(v["draining"]))),
@@ -198,6 +216,13 @@ INTERESTING: Mapping[str, tuple[Interesting, ...]] = {
         Interesting("mark-delete moved past a draining entry", _ks_past_draining),
         Interesting("a hash was unblocked during a pass", _ks_event(KS_UNBLOCKED_IN_PASS)),
         Interesting("a draining hash came back to its draining consumer", _ks_event(KS_CAME_BACK)),
+        Interesting("a consumer holds pending acks of two ledgers", _ks_two_ledgers),
+        Interesting("a pending ack counts a batch of several messages",
+                    lambda _, v: any(_int(p[2]) > 1 for p in _ks_tracker_pending(v))),
+        Interesting("a pending ack was overwritten", _ks_event(KS_OVERWROTE)),
+        Interesting("a 4-argument remove kept a pending ack of another value", _ks_event(KS_KEPT_MISMATCH)),
+        Interesting("the add handler rejected hash 0", _ks_event(KS_HASH_NOT_SET)),
+        Interesting("remove_all_up_to ran over a map of two ledgers", _ks_event(KS_ACROSS_LEDGERS)),
     ),
     "topiclist": (
         Interesting("a request timed out", _tl_timed_out),

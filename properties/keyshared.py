@@ -37,6 +37,7 @@ from models.keyshared import (
 )
 from models.keyshared_tracker import EXPLORE_CONFIG as TRACKER_EXPLORE_CONFIG
 from models.keyshared_tracker import HYPOTHESIS_CONFIG as TRACKER_HYPOTHESIS_CONFIG
+from models.keyshared_tracker import WIDE_EXPLORE_CONFIG as TRACKER_WIDE_EXPLORE_CONFIG
 from models.keyshared_tracker import KeySharedTrackerModel
 from properties import keyshared_z3
 from properties.keyshared_tracker import KeySharedTrackerReference
@@ -398,7 +399,7 @@ MECHANISM = Mechanism(
     make_reference=make_reference,
     current="pip379",
     twins={"classic": "KS-I1", "pip282": "KS-I1"},
-    explore_configs={**EXPLORE_CONFIGS, "tracker": TRACKER_EXPLORE_CONFIG},
+    explore_configs={**EXPLORE_CONFIGS, "tracker": TRACKER_EXPLORE_CONFIG, "tracker-wide": TRACKER_WIDE_EXPLORE_CONFIG},
     hypothesis_configs={**HYPOTHESIS_CONFIGS, "tracker": TRACKER_HYPOTHESIS_CONFIG},
     proofs=keyshared_z3.proofs,
     bench=keyshared_z3.bench,

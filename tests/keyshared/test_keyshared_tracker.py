@@ -16,7 +16,13 @@ from hypothesis import settings
 from models import keyshared_tracker
 from models.core import Action, ActionNotEnabled, Json, Observation, Param
 from models.keyshared import KeySharedModel
-from models.keyshared_tracker import EXPLORE_CONFIG, HYPOTHESIS_CONFIG, KeySharedTrackerModel, TrackerState
+from models.keyshared_tracker import (
+    EXPLORE_CONFIG,
+    HYPOTHESIS_CONFIG,
+    WIDE_EXPLORE_CONFIG,
+    KeySharedTrackerModel,
+    TrackerState,
+)
 from properties import registry
 from properties.explorer import explore
 from properties.keyshared import MECHANISM, make_model, make_reference
@@ -32,8 +38,8 @@ THREE: dict[str, Param] = {**EXPLORE_CONFIG, "consumers": 3}
 A, B = 11707, 4850  # the sticky hashes of keys "4" (positions 0 and 1) and "0" (position 2)
 
 
-def add(consumer: int, position: int, h: int) -> Action:
-    return Action.of("add_pending_ack_if_allowed", consumer=consumer, position=position, hash=h)
+def add(consumer: int, position: int, h: int, batch_size: int = 1) -> Action:
+    return Action.of("add_pending_ack_if_allowed", consumer=consumer, position=position, batch_size=batch_size, hash=h)
 
 
 def move(h: int, consumer: int) -> Action:
@@ -81,7 +87,7 @@ def test_a_moved_hash_drains_and_blocks_only_its_new_owner() -> None:
 def test_the_add_handler_refuses_a_draining_hash_and_queues_it_for_replay_until_it_is_sent() -> None:
     observations, state = run([add(2, 0, A), move(A, 1), add(1, 1, A)])
     assert observations[2] == {"added": False, "unblocked": []}
-    assert state["replay"] == [[1, A]] and state["pending"] == [[1, []], [2, [[0, A]]]]
+    assert state["replay"] == [[1, 1, A]] and state["pending"] == [[1, []], [2, [[1, 0, 1, A]]]]
     observations, state = run([add(2, 0, A), move(A, 1), add(1, 1, A), remove(2, 0), add(1, 1, A)])
     assert observations[3] == {"removed": True, "unblocked": []}  # never blocked: no unblocking call
     assert observations[4] == {"added": True, "unblocked": []}
@@ -100,7 +106,7 @@ def test_s5_unblockings_inside_a_batch_are_reported_once_with_minus_one_at_the_o
     clear_1, clear_2 = (Action.of("for_each_and_clear", consumer=c) for c in (1, 2))
     drained = [add(2, 0, A), add(1, 2, B), move(A, 3), move(B, 3), block(3, A), block(3, B), start]
     observations, state = run([*drained, clear_2, clear_1], THREE)
-    assert observations[-2:] == [{"removed": [[0, A]], "unblocked": []}, {"removed": [[2, B]], "unblocked": []}]
+    assert observations[-2:] == [{"removed": [[1, 0, A]], "unblocked": []}, {"removed": [[1, 2, B]], "unblocked": []}]
     assert state["unblocked_while_batching"] is True and state["batch_level"] == 1 and state["draining"] == []
     observations, state = run([*drained, clear_2, clear_1, end], THREE)
     assert observations[-1] == {"unblocked": [-1]}
@@ -110,13 +116,13 @@ def test_s5_unblockings_inside_a_batch_are_reported_once_with_minus_one_at_the_o
 def test_a_mark_delete_move_is_one_batch_too() -> None:
     up_to = Action.of("remove_all_up_to", consumer=2, position=1)
     observations, _ = run([add(2, 0, A), add(2, 1, A), move(A, 1), block(1, A), up_to])
-    assert observations[4] == {"removed": [[0, A], [1, A]], "unblocked": [-1]}
+    assert observations[4] == {"removed": [[1, 0, A], [1, 1, A]], "unblocked": [-1]}
 
 
 def test_a_closing_removal_never_unblocks_and_a_closed_map_refuses_adds_without_replay() -> None:
     close_1, close_2 = (Action.of("for_each_and_close", consumer=c) for c in (1, 2))
     observations, state = run([add(2, 0, A), move(A, 1), block(1, A), close_2, close_1, add(1, 1, A)])
-    assert observations[3] == {"removed": [[0, A]], "unblocked": []}
+    assert observations[3] == {"removed": [[1, 0, A]], "unblocked": []}
     assert observations[5] == {"added": False, "unblocked": []}
     assert state["draining"] == [] and state["replay"] == []
     assert state["consumers"] == [[1, "consumer1", True], [2, "consumer2", True]]
@@ -126,7 +132,7 @@ def test_a_hash_that_comes_back_releases_its_entry_and_unblocks_at_once() -> Non
     observations, state = run([add(2, 0, A), add(2, 1, A), move(A, 1), block(1, A), move(A, 2)])
     assert observations[4] == {"unblocked": [A]}
     pending = state["pending"]
-    assert state["draining"] == [] and isinstance(pending, list) and pending[1] == [2, [[0, A], [1, A]]]
+    assert state["draining"] == [] and isinstance(pending, list) and pending[1] == [2, [[1, 0, 1, A], [1, 1, 1, A]]]
 
 
 def test_a_draining_hash_that_moves_on_keeps_its_entry() -> None:
@@ -146,7 +152,11 @@ def test_configuration_errors_are_reported() -> None:
     with pytest.raises(ValueError, match=r"unknown config key\(s\) of keyshared \(tracker scope\)"):
         KeySharedTrackerModel({"scope": "tracker", "keys": ("4",)})
     with pytest.raises(ValueError, match="hashes in"):
-        KeySharedTrackerModel({"position_hashes": (0, 1)})
+        KeySharedTrackerModel({"position_hashes": (-1, 1)})
+    with pytest.raises(ValueError, match="one ledger id"):
+        KeySharedTrackerModel({"position_ledgers": (1, 2)})
+    with pytest.raises(ValueError, match="batch_sizes"):
+        KeySharedTrackerModel({"batch_sizes": ()})
     with pytest.raises(ValueError, match="unknown variant"):
         KeySharedTrackerModel(None, "pip380")
 
@@ -154,8 +164,8 @@ def test_configuration_errors_are_reported() -> None:
 # --- lockstep with the reference -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("config", "runs"), [(EXPLORE_CONFIG, 300), (HYPOTHESIS_CONFIG, 300)],
-                         ids=["explore", "hypothesis"])
+@pytest.mark.parametrize(("config", "runs"), [(EXPLORE_CONFIG, 300), (WIDE_EXPLORE_CONFIG, 300),
+                                              (HYPOTHESIS_CONFIG, 300)], ids=["explore", "wide", "hypothesis"])
 def test_the_reference_never_diverges_nor_breaks_an_invariant_on_random_runs(config: Mapping[str, Param],
                                                                            runs: int) -> None:
     failures = {seed: f for seed in range(runs) if (f := _random_run(config, "pip379", seed, 60))}
@@ -201,12 +211,13 @@ def test_a_buggy_reference_tracker_diverges_from_the_model() -> None:
 # --- explorer ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("config", [EXPLORE_CONFIG, THREE], ids=["two", "three"])
+@pytest.mark.parametrize("config", [EXPLORE_CONFIG, THREE, WIDE_EXPLORE_CONFIG], ids=["two", "three", "wide"])
 def test_explorer_passes_completely_and_takes_every_action(config: Mapping[str, Param]) -> None:
     model = KeySharedTrackerModel(config)
     result = explore(model, terminal_ok=model.terminal_ok)
     assert result.ok and result.complete, result.findings
-    assert set(result.coverage) == set(keyshared_tracker.ACTION_NAMES)
+    batches = () if model.max_batch_level else ("start_batch", "end_batch")  # the wide one nests none
+    assert set(result.coverage) == set(keyshared_tracker.ACTION_NAMES) - set(batches)
 
 
 def test_explorer_reaches_the_interesting_states() -> None:
@@ -262,7 +273,9 @@ def test_the_mechanism_dispatches_on_the_scope_and_keeps_the_dispatcher_configs_
     assert registry.get("keyshared") is MECHANISM
     assert MECHANISM.explore_configs["tracker"] is EXPLORE_CONFIG
     assert MECHANISM.hypothesis_configs["tracker"] is HYPOTHESIS_CONFIG
-    assert list(MECHANISM.hypothesis_configs)[-1] == "tracker" and list(MECHANISM.explore_configs)[-1] == "tracker"
+    assert MECHANISM.explore_configs["tracker-wide"] is WIDE_EXPLORE_CONFIG
+    assert list(MECHANISM.hypothesis_configs)[-1] == "tracker"
+    assert list(MECHANISM.explore_configs)[-2:] == ["tracker", "tracker-wide"]
     assert isinstance(make_model(EXPLORE_CONFIG, "pip379"), KeySharedTrackerModel)
     assert isinstance(make_reference(EXPLORE_CONFIG, "pip379"), KeySharedTrackerReference)
     assert isinstance(make_model(None, "pip379"), KeySharedModel)

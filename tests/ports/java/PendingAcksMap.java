@@ -31,6 +31,8 @@ final class PendingAcksMap {
         void accept(long ledgerId, long entryId, int batchSize, int stickyKeyHash);
     }
 
+    static final int PENDING_ACK_NOT_FOUND = -1;
+
     private record Value(int batchSize, int stickyKeyHash) {}
 
     private final Consumer consumer;
@@ -114,6 +116,30 @@ final class PendingAcksMap {
             handler.handleRemoving(consumer, ledgerId, entryId, value.stickyKeyHash(), closed);
         }
         return true;
+    }
+
+    /** Removes the position only if its stored value is exactly (batchSize, stickyKeyHash). */
+    synchronized boolean remove(long ledgerId, long entryId, int batchSize, int stickyKeyHash) {
+        if (batchSize < 0) {
+            return false;
+        }
+        NavigableMap<Long, Value> ledger = pendingAcks.get(ledgerId);
+        Value value = ledger == null ? null : ledger.get(entryId);
+        if (value == null || value.batchSize() != batchSize || value.stickyKeyHash() != stickyKeyHash) {
+            return false;
+        }
+        return remove(ledgerId, entryId);
+    }
+
+    /** Removes the position like {@link #remove(long, long)}, returning its batch size, or -1 if absent. */
+    synchronized int removeAndGetRemainingUnacked(long ledgerId, long entryId) {
+        NavigableMap<Long, Value> ledger = pendingAcks.get(ledgerId);
+        Value value = ledger == null ? null : ledger.get(entryId);
+        if (value == null) {
+            return PENDING_ACK_NOT_FOUND;
+        }
+        remove(ledgerId, entryId);
+        return value.batchSize();
     }
 
     /** Removes every position up to the mark-delete position, as one batch if anything goes. */
