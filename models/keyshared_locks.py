@@ -23,8 +23,10 @@ entry consumer 1 drains) part of ``registerDrainingHashes``; ``block`` is the di
 acks consumer 1's pending acks of the hash one by one (``PendingAcksMap.remove``).
 
 `order` selects the code: ``current`` (upstream today), ``pre23854`` (the unblocking callback and the
-stats update run under the tracker's write lock, as before #23854), or ``unserialized`` (the current
-order with callers that do not hold the map lock: what that lock protects).
+stats update run under the tracker's write lock, as before #23854), ``unserialized`` (the current
+order with callers that do not hold the map lock: what that lock protects), or ``locked-block`` (the
+fix the finding proposes: ``shouldBlockStickyKeyHash`` increments the blocked count under the write
+lock, and only if the map still holds the entry it read).
 
 Invariants (checked on flags a step raises, as they are facts about a step):
 LK-1 no ref count is ever negative; LK-2 an entry is never removed while its consumer still holds a
@@ -41,7 +43,7 @@ from typing import NamedTuple
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
 
-ORDERS = ("current", "pre23854", "unserialized")
+ORDERS = ("current", "pre23854", "unserialized", "locked-block")
 ACTION_NAMES = ("dispatcher", "acker")
 DRAINER = 1  # consumer 1 holds the pending acks; the hash moves between it and consumer 2
 
@@ -60,6 +62,7 @@ R_GET, R_DEC, R_LOCK_REMOVE, R_UNLOCK, R_NOTIFY, R_STATS = (
 A_LOCK_GET, A_UNLOCK, A_STATS, A_INC = ("add: lock, get or create", "add: unlock", "add: stats", "add: increment")
 S_GET, S_DECIDE, S_LOCK_REMOVE, S_UNLOCK, S_STATS = (
     "block: get entry", "block: owner check / blocked++", "block: lock, lazy remove", "block: unlock", "block: stats")
+S_LOCK_DECIDE = "block: lock, owner check / blocked++ if still mapped, unlock"
 SWITCH, FOR_INIT, FOR_NEXT, ADD_CHECK = "switch owner", "forEach: start", "forEach: next", "ADD: entry is mine?"
 DONE = "done"
 
@@ -139,7 +142,7 @@ class KeySharedLocksModel:
         if thread == 1:
             return (*lock, ACK_REMOVE, *_reduce(self.order), *unlock)
         if self.script[op] == "block":
-            return S_GET, S_DECIDE, S_LOCK_REMOVE, S_UNLOCK, S_STATS
+            return S_GET, S_LOCK_DECIDE if self.order == "locked-block" else S_DECIDE, S_LOCK_REMOVE, S_UNLOCK, S_STATS
         body = _add(self.order) if self.script[op] == "move 2" else (ADD_CHECK, *_reduce(self.order))
         return (SWITCH, *lock, FOR_INIT, *body, FOR_NEXT, *unlock)
 
@@ -165,7 +168,8 @@ class KeySharedLocksModel:
                 continue
             if instruction == LOCK_MAP and state.map_lock != -1:
                 continue
-            if instruction in (R_LOCK_REMOVE, A_LOCK_GET, S_LOCK_REMOVE) and state.tracker_lock not in (-1, i):
+            locking = instruction in (R_LOCK_REMOVE, A_LOCK_GET, S_LOCK_REMOVE, S_LOCK_DECIDE)
+            if locking and state.tracker_lock not in (-1, i):
                 continue
             out.append(Action.of(name, step=instruction))
         return out
@@ -306,6 +310,14 @@ class _Run:
                 if self.slot != t.entry and not entry.unblocks:
                     self.broken.add("LK-6")  # blocked by an entry already gone without an unblocking call
                 self.jump = len(program)
+        elif instruction == S_LOCK_DECIDE:  # one critical section: nothing else can run inside it
+            entry = self._entry()
+            if entry.consumer != self.owner:
+                if self.slot == t.entry:  # removed meanwhile: the hash no longer drains, so do not block
+                    self._set_entry(entry._replace(blocked=entry.blocked + 1))
+                self.jump = len(program)
+            else:
+                self.tracker_lock = self.i  # held on into the lazy removal
         elif instruction == S_LOCK_REMOVE:  # the hash came back to its drainer: remove(h), whatever it holds
             self.tracker_lock = self.i
             self.slot = -1

@@ -3,7 +3,7 @@
 The explorer checks upstream's current order completely, catches the pre-#23854 twin (callbacks under
 the tracker lock) by name, shows what the PendingAcksMap lock protects (without it the order breaks LK-1, LK-2,
 LK-3 and LK-5), and pins the one violation the current order admits: a lost wake-up (LK-6), written
-up in docs/findings/keyshared-tracker-lost-unblock.md.
+up in docs/findings/keyshared-tracker-lost-unblock.md, which the proposed fix (`locked-block`) removes.
 """
 
 from __future__ import annotations
@@ -82,6 +82,13 @@ def test_without_the_map_lock_remove_by_key_can_drop_an_entry_created_after_the_
     """LK-3: reduceRefCount's remove(h) instead of remove(h, entry) removes a newer entry of the hash."""
     result = _explore("unserialized", ("move 2", "move 1", "move 2", "block"))
     assert "LK-3" in _names(result)
+
+
+@pytest.mark.parametrize("script", SCRIPTS.values(), ids=list(SCRIPTS))
+def test_the_proposed_fix_blocking_under_the_lock_keeps_every_invariant(script: tuple[str, ...]) -> None:
+    """The finding's fix: increment the blocked count under the write lock, only if the entry is still mapped."""
+    result = _explore("locked-block", script)
+    assert result.ok and not result.findings
 
 
 @pytest.mark.parametrize("config", [{"order": "later"}, {"acks": 3}, {"dispatcher": ("move 3",)}])
