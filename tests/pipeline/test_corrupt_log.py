@@ -41,25 +41,25 @@ def _corruptions(mechanism: str) -> list[Corruption]:
     object where a string is expected, a duplicate event, a truncated line."""
     key = spec(mechanism).key
     common = [
-        _set("seq", "3", "field seq is string, not an integer"),
-        _set(key, 1.5, f"field {key} is decimal, not an integer"),
+        _set("seq", "3", "field seq is not an integer"),
+        _set(key, 1.5, f"field {key} is not an integer"),
         lambda record: (json.dumps(record), f"duplicate of an earlier record with the same {key} and seq"),
         lambda record: (json.dumps(record)[: len(json.dumps(record)) // 2], "not JSON (malformed or truncated line)"),
     ]
     if mechanism == "keyshared":
         return [
             *common,
-            _set("event", 7, "field event is bigint, not a string"),
-            _set("key", {"k": 1}, "field key is object, not a string"),
-            _set("position", "3", "field position is string, not an integer"),
+            _set("event", 7, "field event is not a string"),
+            _set("key", {"k": 1}, "field key is not a string"),
+            _set("position", "3", "field position is not an integer"),
         ]
     return [
         *common,
         _set("params", "{not json", "field params is not the text of a JSON object"),
         _set("vars", "7", "field vars is not the text of a JSON object"),
-        _set("vars", 7, "field vars is bigint, not a string"),
-        _set("action", 7, "field action is bigint, not a string"),
-        _set("params", {"entry": 1}, "field params is object, not a string"),
+        _set("vars", 7, "field vars is not a string"),
+        _set("action", 7, "field action is not a string"),
+        _set("params", {"entry": 1}, "field params is not a string"),
     ]
 
 

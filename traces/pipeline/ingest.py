@@ -1,10 +1,10 @@
 """Ingest: every line of a log becomes a typed record or a quarantined one, with its file and line number.
 
-Spark's own JSON reader is lenient where the replay is not (it reads `"action": 7` as the string
-"7" and an object where a string is expected as its JSON text), so a JSON-lines log is read as text
-and each line parsed into a VARIANT on the JVM: every column is then checked against its declared
-type, the JSON-text columns (params, observation, vars) must hold a JSON object, and the first
-problem found is the record's `reason`. Parquet carries its types, so only the column types (once,
+A JSON-lines log is read as text (so each record keeps its place) and parsed on the JVM with the
+explicit schema. Spark's parser is lenient where the replay is not (it reads `"action": 7` as the
+string "7" and an object where a string is expected as its JSON text), so every column is also
+checked against the raw line; the JSON-text columns (params, observation, vars) must hold a JSON
+object; the first problem found is the record's `reason`. Parquet carries its types, so only the column types (once,
 from the footer), required values and JSON text are checked. A record repeating an earlier
 (key, seq) is quarantined as a duplicate (the first in file order is checked). Line numbers come
 from Spark's file metadata: rows of one file block are read in order by one task, so a row's line
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, LongType, StringType
+from pyspark.sql.types import DataType, LongType, StringType, StructField
 from pyspark.sql.window import Window
 
 from traces.pipeline import keyshared_check
@@ -25,7 +25,8 @@ from traces.pipeline.schema import columns, spec, struct_type
 
 PLACE = ("file", "block", "row")
 """Where a record was read: file path, start of its file block, and its row id (in order within a block)."""
-_INTEGERS = ("BIGINT", "INT", "SMALLINT", "TINYINT")
+CORRUPT = "_corrupt_record"
+"""The parser's column for a line that is not JSON or has a field of a non-string type it cannot read."""
 
 
 class UnusableInput(Exception):
@@ -36,15 +37,20 @@ def _is_parquet(path: Path) -> bool:
     return path.suffix == ".parquet" or (path.is_dir() and any(path.glob("*.parquet")))
 
 
-def _typed(name: str, kind: DataType, nullable: bool) -> tuple[Column, Column]:
-    """(the value as its declared type, why it is not one, or null) of a top-level field of the VARIANT `v`."""
-    value = F.try_variant_get("v", f"$.{name}", "variant")
-    found = F.regexp_extract(F.schema_of_variant(value), "^[A-Z]+", 0)
-    absent = value.isNull() | (found == "VOID")
-    expected, word = (_INTEGERS, "an integer") if isinstance(kind, LongType) else (("STRING",), "a string")
-    reason = F.when(absent, None if nullable else F.lit(f"missing required field {name}"))
-    reason = reason.when(~found.isin(*expected), F.format_string(f"field {name} is %s, not {word}", F.lower(found)))
-    return F.try_variant_get("v", f"$.{name}", "bigint" if isinstance(kind, LongType) else "string"), reason
+def _field_reason(name: str, kind: DataType, nullable: bool) -> Column:
+    """Why field `name` of a parsed line is not usable (wrong type, or missing though required), or null.
+
+    Spark reads any JSON value into a string column (7 as "7", an object as its text) and leaves a long
+    column null when the value is not an integer (the line then lands in `CORRUPT`); the raw line says
+    which: a string's value starts with a quote, a null's with `n`.
+    """
+    value, given = F.col(name), F.col("text").rlike(f'"{name}"\\s*:\\s*[^\\sn]')
+    if isinstance(kind, LongType):
+        reason = F.when(value.isNull() & F.col(CORRUPT).isNotNull() & given, F.lit(f"field {name} is not an integer"))
+    else:
+        reason = F.when(value.isNotNull() & ~F.col("text").rlike(f'"{name}"\\s*:\\s*"'),
+                        F.lit(f"field {name} is not a string"))
+    return reason if nullable else reason.when(value.isNull(), F.lit(f"missing required field {name}"))
 
 
 def _json_text(name: str) -> Column:
@@ -66,18 +72,21 @@ def _reason(mechanism: str, first: Column | None = None) -> Column:
 
 def _read_json(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:
     log = spec(mechanism)
+    schema = struct_type(mechanism).add(StructField(CORRUPT, StringType(), nullable=True))
+    parsed = F.from_json("text", schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
     lines = spark.read.text(str(path)).select(
         F.col("value").alias("text"), F.col("_metadata.file_path").alias("file"),
         F.col("_metadata.file_block_start").alias("block"), F.monotonically_increasing_id().alias("row"),
-    ).withColumn("v", F.try_parse_json("text"))
-    fields = [(log.key, LongType(), False), *log.fields]
-    typed = [_typed(name, kind, nullable) for name, kind, nullable in fields]
-    problem = (F.when(F.trim("text") == "", F.lit("empty line"))
-               .when(F.col("v").isNull(), F.lit("not JSON (malformed or truncated line)"))
-               .when(~F.ltrim("text").startswith("{"), F.lit("not a JSON object")))
-    problem = F.coalesce(problem, *(reason for _, reason in typed))
-    records = lines.select(*PLACE, "text", problem.alias("problem"),
-                           *(value.alias(name) for (name, _, _), (value, _) in zip(fields, typed, strict=True)))
+    ).select("*", parsed.alias("parsed")).select("text", *PLACE, "parsed.*")
+    broken = F.col(CORRUPT).isNotNull()
+    problem = F.coalesce(
+        F.when(F.trim("text") == "", F.lit("empty line"))
+        .when(broken & F.try_parse_json("text").isNull(), F.lit("not JSON (malformed or truncated line)"))
+        .when(broken & ~F.ltrim("text").startswith("{"), F.lit("not a JSON object")),
+        *(_field_reason(name, kind, nullable) for name, kind, nullable in [(log.key, LongType(), False), *log.fields]),
+        F.when(broken, F.lit("a value the parser could not read")),
+    )
+    records = lines.select(*columns(mechanism), *PLACE, "text", problem.alias("problem"))
     return records.select(*columns(mechanism), _reason(mechanism, F.col("problem")).alias("reason"), *PLACE,
                           F.when(F.col("problem").isNotNull(), F.col("text")).alias("text"))
 
