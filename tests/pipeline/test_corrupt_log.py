@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from properties.cli import PASS, USAGE, VIOLATED, main
 from traces.pipeline.check import check
+from traces.pipeline.keyshared_log import ARROW_SCHEMA
 from traces.pipeline.schema import spec
 from traces.pipeline.simulate import simulate
 
@@ -171,3 +172,25 @@ def test_well_typed_records_the_model_cannot_take_are_violations_not_crashes(
     summary = check(mechanism, sim.path, tmp_path / "out", spark=spark)
     assert summary["checked"] == sim.events and summary["quarantined"] == 0
     assert summary["violating_partitions"] == [2]
+
+
+def test_line_numbers_count_per_file_in_a_directory_and_per_row_in_parquet(spark: SparkSession,
+                                                                          tmp_path: Path) -> None:
+    sim = simulate("keyshared", 300, tmp_path / "log.jsonl", partitions=3, seed=6)
+    lines = sim.path.read_text().splitlines()
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "part-0.json").write_text("\n".join(lines[:100]) + "\n")
+    (parts / "part-1.json").write_text("\n".join([*lines[100:102], "{not json", *lines[102:]]) + "\n")
+    check("keyshared", parts, tmp_path / "out", spark=spark)
+    rows = [json.loads(line) for f in (tmp_path / "out" / "quarantine").glob("*.json")
+            for line in f.read_text().splitlines()]
+    assert [(Path(r["file"]).name, r["line"]) for r in rows] == [("part-1.json", 3)]
+
+    records = [json.loads(line) for line in lines]
+    log = tmp_path / "log.parquet"
+    pq.write_table(pa.Table.from_pylist([*records[:50], records[10], *records[50:]], schema=ARROW_SCHEMA), log)
+    summary = check("keyshared", log, tmp_path / "pout", spark=spark)
+    assert summary["checked"] == 300 and summary["quarantine_reasons"] == {
+        "duplicate of an earlier record with the same subscription and seq": 1}
+    assert _quarantine(tmp_path / "pout") == {51: "duplicate of an earlier record with the same subscription and seq"}
