@@ -52,18 +52,19 @@ def test_page_has_the_goals_the_time_to_each_bug_and_every_other_measure(tmp_pat
     page_path = bench.write_report(tmp_path, mechanism, _result(mechanism))
     assert page_path == tmp_path / "pidquota.md"
     page = page_path.read_text()
+    runs = len(mechanism.explore_configs) + len(mechanism.hypothesis_configs)
     assert page.startswith("# bench: pidquota\n\nexplorer 20,742 distinct states/s (0.21× the goal); "
-                           "Hypothesis lockstep 4,624 steps/s (2.31× the goal); known bugs found by 3 of 4 engine "
-                           "runs.\n")
+                           f"Hypothesis lockstep 4,624 steps/s (2.31× the goal); known bugs found by {runs - 1} of "
+                           f"{runs} engine runs.\n")
     assert _rows(page, "Speed against the goals") == [
         "| explorer | 20,742 distinct states/s | 100,000 distinct states/s | 0.21× | below the goal |",
         "| Hypothesis lockstep | 4,624 steps/s | 2,000 steps/s | 2.31× | meets the goal |",
     ]
+    first, *rest = mechanism.hypothesis_configs
     assert _rows(page, "Time to find the known bugs") == [
-        "| no_readd | PQ-I1 | explorer[small] | 0.01 s |",
-        "| no_readd | PQ-I1 | explorer[two_principals] | 0.01 s |",
-        "| no_readd | PQ-I1 | explorer[three_layers] | 0.01 s |",
-        "| no_readd | PQ-I1 | hypothesis[default] | not found in 60s |",
+        *(f"| no_readd | PQ-I1 | explorer[{config}] | 0.01 s |" for config in mechanism.explore_configs),
+        f"| no_readd | PQ-I1 | hypothesis[{first}] | not found in 60s |",
+        *(f"| no_readd | PQ-I1 | hypothesis[{config}] | 5.07 s |" for config in rest),
     ]
     assert _rows(page, "All measurements") == ["| `explorer_config` | small |", "| `track_per_s` | 86750 |"]
     for figure in ("pidquota-goals.png", "pidquota-time-to-bug.png"):

@@ -275,7 +275,10 @@ def test_the_mechanism_dispatches_on_the_scope_and_keeps_the_dispatcher_configs_
     assert MECHANISM.hypothesis_configs["tracker"] is HYPOTHESIS_CONFIG
     assert MECHANISM.explore_configs["tracker-wide"] is WIDE_EXPLORE_CONFIG
     assert list(MECHANISM.hypothesis_configs)[-1] == "tracker"
-    assert list(MECHANISM.explore_configs)[-2:] == ["tracker", "tracker-wide"]
+    names = list(MECHANISM.explore_configs)
+    assert "scope" not in MECHANISM.explore_configs[names[0]]  # the default explore configuration is a dispatcher one
+    # replayed in full before the broad, bounded dispatcher configurations
+    assert names.index("tracker-wide") == names.index("tracker") + 1 < names.index("small")
     assert isinstance(make_model(EXPLORE_CONFIG, "pip379"), KeySharedTrackerModel)
     assert isinstance(make_reference(EXPLORE_CONFIG, "pip379"), KeySharedTrackerReference)
     assert isinstance(make_model(None, "pip379"), KeySharedModel)
