@@ -26,6 +26,7 @@ from typing import Any
 
 from models.core import Action, Json, Model, Observation, Param
 from properties import registry
+from properties.lockstep import as_json
 from properties.registry import Mechanism
 
 ENUMERATED_STATES = 200
@@ -120,15 +121,7 @@ def _walk(value: Json | Param | None, path: str, table: Mapping[str, str], out: 
 
 
 def _dump(value: Any) -> str:
-    return json.dumps(_plain(value), separators=(", ", ": "))
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
+    return json.dumps(as_json(value), separators=(", ", ": "))
 
 
 @dataclass
@@ -235,9 +228,9 @@ def document(mechanism: Mechanism, variant: str, names: Sequence[str] | None = N
         if (name, engine) in chosen:
             entry = scopes.setdefault(scope, {"scope": scope, "configs": []})
             entry["configs"].append({"name": name, "engine": engine, "verify_default": engine == "hypothesis"
-                                     and name == default, "config": _plain(complete_config(model)),
+                                     and name == default, "config": as_json(complete_config(model)),
                                      "actions": list(model.action_names), "initial_vars":
-                                     _plain(model.vars(model.initial()))})
+                                     as_json(model.vars(model.initial()))})
     out: list[dict[str, Any]] = []
     for scope, entry in scopes.items():
         vocabulary = VOCABULARIES[scope]
@@ -274,8 +267,8 @@ def _action(name: str, vocabulary: Vocabulary, sample: Sample, offered: list[str
         "parts": [{"path": p, "type": _type(params.get(p)), "meaning": m}
                   for p, m in documented.params.items() if p not in top],
         "offered_by": offered if len(offered) < configs else "all",
-        "example": None if example is None else {"params": _plain(example[0].as_dict()),
-                                                  "observation": _plain(example[1])},
+        "example": None if example is None else {"params": as_json(example[0].as_dict()),
+                                                  "observation": as_json(example[1])},
     }
 
 

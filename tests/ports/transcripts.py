@@ -12,6 +12,7 @@ from typing import Any
 
 from models.core import Action, Param
 from properties import registry
+from properties.lockstep import as_json
 from traces.protocol import complete_config
 
 SCRIPTS: dict[tuple[str, str], Sequence[tuple[str, Mapping[str, Param]]]] = {
@@ -35,15 +36,7 @@ parameters include the given ones."""
 
 
 def _line(message: Mapping[str, Any]) -> str:
-    return json.dumps(_plain(message))
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
+    return json.dumps(as_json(message))
 
 
 def transcript(mechanism: str, config: str) -> str:
