@@ -256,6 +256,8 @@ def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str
     expected = mechanism.twins.get(variant)
     caught = False
     for config_name, config in mechanism.explore_configs.items():
+        if caught:
+            break  # the twin is caught; its remaining configurations add nothing (as for Hypothesis)
         result = run_explorer(mechanism, variant, config_name, args.max_states)
         if variant == mechanism.current:
             report.cover("explorer", from_exploration(_model(mechanism, config, variant), result))
