@@ -20,8 +20,7 @@ from models.keyshared_tracker import (
 )
 from properties.coverage import from_exploration
 from properties.explorer import explore
-from properties.keyshared_tracker import KeySharedTrackerReference
-from properties.lockstep import Lockstep
+from tests.keyshared.test_keyshared_tracker import run as run_on
 
 A = 11707  # key "4": entry 0 (ledger 2) and entry 1 (ledger 1); entry 2 (ledger 1) has no sticky hash
 # Hash A starts with consumer 1.
@@ -32,15 +31,8 @@ def add(consumer: int, position: int, h: int = A, batch_size: int = 1) -> Action
 
 
 def run(actions: Sequence[Action]) -> tuple[list[Observation], dict[str, Json]]:
-    """The actions on the model and the reference in lockstep: every step must agree and hold every invariant."""
-    lockstep = Lockstep(KeySharedTrackerModel(WIDE_EXPLORE_CONFIG), KeySharedTrackerReference(WIDE_EXPLORE_CONFIG,
-                                                                                              "pip379"))
-    observations = []
-    for action in actions:
-        outcome = lockstep.apply(action)
-        assert outcome.failures == (), (action, outcome.failures, outcome.detail)
-        observations.append(outcome.observation)
-    return observations, lockstep.model.vars(lockstep.state)
+    """The actions on the model and the reference in lockstep, on the wide configuration (see the tracker tests)."""
+    return run_on(actions, WIDE_EXPLORE_CONFIG)
 
 
 def test_maps_order_positions_by_ledger_then_entry_and_mark_delete_follows_that_order() -> None:
