@@ -5,7 +5,7 @@ synchronous and deterministic. A harness drives `KeySharedDispatcher` (see its m
 how to read the state) or the components on their own.
 """
 
-from .common import Consumer, IllegalStateError, Position
+from .common import Consumer, ConsumerDrainingStats, IllegalStateError, Position
 from .dispatcher import (
     LEDGER_ID,
     VARIANTS,
@@ -23,7 +23,7 @@ from .dispatcher import (
     RedeliveryMessages,
     advance_last_sent_position,
 )
-from .draining import ConsumerDrainingStats, DrainingHashEntry, DrainingHashesTracker
+from .draining import DrainingHashEntry, DrainingHashesTracker
 from .hashing import (
     DEFAULT_RANGE_MAX,
     NONE_KEY,
@@ -45,6 +45,7 @@ from .pending_acks import (
     PENDING_ACK_NOT_FOUND,
     PendingAcksAddHandler,
     PendingAcksMap,
+    PendingAcksOwner,
     PendingAcksRemoveHandler,
 )
 from .selector import (
@@ -90,6 +91,7 @@ __all__ = [
     "OperationType",
     "PendingAcksAddHandler",
     "PendingAcksMap",
+    "PendingAcksOwner",
     "PendingAcksRemoveHandler",
     "Position",
     "Range",

@@ -1,14 +1,16 @@
-"""Types shared by every component: positions, IllegalStateError and the broker-side Consumer."""
+"""Types shared by every component: positions, IllegalStateError and the broker-side Consumer.
+
+`ConsumerDrainingStats` lives here, beside the consumer whose stats it is (upstream: part of the
+consumer's stats), rather than in draining.py: draining.py builds on `Consumer`, so the consumer
+naming a type of draining.py would close an import circle. draining.py re-exports it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from .pending_acks import PendingAcksAddHandler, PendingAcksMap, PendingAcksRemoveHandler
-
-if TYPE_CHECKING:
-    from .draining import ConsumerDrainingStats
 
 # (ledger_id, entry_id); tuples compare lexicographically, like Pulsar positions.
 Position = tuple[int, int]
@@ -16,6 +18,16 @@ Position = tuple[int, int]
 
 class IllegalStateError(RuntimeError):
     """Java's IllegalStateException."""
+
+
+@dataclass(frozen=True)
+class ConsumerDrainingStats:
+    """Per-consumer draining stats; `draining_hashes` holds `(hash, unack_msgs, blocked_attempts)`."""
+
+    draining_hashes_count: int
+    draining_hashes_cleared_total: int
+    draining_hashes_unacked_messages: int
+    draining_hashes: tuple[tuple[int, int, int], ...]
 
 
 class Consumer:
@@ -33,24 +45,24 @@ class Consumer:
         self.consumer_id = consumer_id
         self.permits = permits
         self.connected = True
-        self._pending_acks_add_handler: PendingAcksAddHandler | None = None
-        self._pending_acks_remove_handler: PendingAcksRemoveHandler | None = None
+        self._pending_acks_add_handler: PendingAcksAddHandler[Consumer] | None = None
+        self._pending_acks_remove_handler: PendingAcksRemoveHandler[Consumer] | None = None
         self._draining_stats_updater: Callable[[Consumer], ConsumerDrainingStats] | None = None
         # The suppliers read the handler fields at every call, as Java's method references do.
-        self.pending_acks = PendingAcksMap(
+        self.pending_acks: PendingAcksMap[Consumer] = PendingAcksMap(
             self, lambda: self._pending_acks_add_handler, lambda: self._pending_acks_remove_handler
         )
 
     def __repr__(self) -> str:
         return f"Consumer({self.name!r}, {self.consumer_id})"
 
-    def set_pending_acks_add_handler(self, handler: PendingAcksAddHandler | None) -> None:
+    def set_pending_acks_add_handler(self, handler: PendingAcksAddHandler[Consumer] | None) -> None:
         self._pending_acks_add_handler = handler
 
-    def set_pending_acks_remove_handler(self, handler: PendingAcksRemoveHandler | None) -> None:
+    def set_pending_acks_remove_handler(self, handler: PendingAcksRemoveHandler[Consumer] | None) -> None:
         self._pending_acks_remove_handler = handler
 
-    def get_pending_acks(self) -> PendingAcksMap:
+    def get_pending_acks(self) -> PendingAcksMap[Consumer]:
         return self.pending_acks
 
     def set_draining_hashes_consumer_stats_updater(

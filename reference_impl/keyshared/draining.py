@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .common import Consumer, IllegalStateError
+from .common import ConsumerDrainingStats as ConsumerDrainingStats  # re-exported: it used to live here
 from .hashing import STICKY_KEY_HASH_NOT_SET
 from .locks import TRACKER_LOCK, LockTracer, record_handler_call, stats_lock, traced
 
@@ -29,16 +30,6 @@ class DrainingHashEntry:
     consumer: Consumer
     ref_count: int = 0
     blocked_count: int = 0
-
-
-@dataclass(frozen=True)
-class ConsumerDrainingStats:
-    """Per-consumer draining stats; `draining_hashes` holds `(hash, unack_msgs, blocked_attempts)`."""
-
-    draining_hashes_count: int
-    draining_hashes_cleared_total: int
-    draining_hashes_unacked_messages: int
-    draining_hashes: tuple[tuple[int, int, int], ...]
 
 
 @dataclass

@@ -4,17 +4,20 @@ The map is `ledger -> (entry -> (remaining_unacked, hash))`, iterated in ascendi
 order. Every operation is atomic (Java holds the map's lock; here it takes the model lock
 `pending[consumer_id]`). Handlers come from suppliers that are read at every call and may return
 None, so the dispatcher can install or remove them at any time.
+
+The map only needs its consumer's id (to name its lock) and hands the consumer back to the handlers,
+so it is generic over a `PendingAcksOwner` rather than importing `Consumer`: `common.Consumer` builds
+its own map, and importing it here would close an import circle. The broker's consumer owns a
+`PendingAcksMap[Consumer]` and takes `PendingAcks*Handler[Consumer]` handlers (Java's types, spelled
+generically).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, overload
+from typing import Generic, Protocol, TypeVar, overload
 
 from .locks import LockTracer, pending_lock, record_handler_call, traced
-
-if TYPE_CHECKING:
-    from .common import Consumer
 
 PENDING_ACK_NOT_FOUND = -1
 _MAX_REMAINING_UNACKED = 2**31 - 1
@@ -23,17 +26,28 @@ _MAX_REMAINING_UNACKED = 2**31 - 1
 PendingAcksConsumer = Callable[[int, int, int, int], None]
 
 
-class PendingAcksAddHandler(Protocol):
+class PendingAcksOwner(Protocol):
+    """What the map needs of its consumer: the id that names its model lock `pending[consumer_id]`."""
+
+    @property
+    def consumer_id(self) -> int: ...
+
+
+OwnerT = TypeVar("OwnerT", bound=PendingAcksOwner)
+OwnerT_contra = TypeVar("OwnerT_contra", bound=PendingAcksOwner, contravariant=True)
+
+
+class PendingAcksAddHandler(Protocol[OwnerT_contra]):
     """Last-moment veto on adding a pending ack (PIP-379 uses it to refuse draining hashes)."""
 
-    def handle_adding(self, consumer: Consumer, ledger_id: int, entry_id: int, sticky_key_hash: int) -> bool: ...
+    def handle_adding(self, consumer: OwnerT_contra, ledger_id: int, entry_id: int, sticky_key_hash: int) -> bool: ...
 
 
-class PendingAcksRemoveHandler(Protocol):
+class PendingAcksRemoveHandler(Protocol[OwnerT_contra]):
     """Notified of every removal; batches group removals so unblocking is signalled once."""
 
     def handle_removing(
-        self, consumer: Consumer, ledger_id: int, entry_id: int, sticky_key_hash: int, closing: bool
+        self, consumer: OwnerT_contra, ledger_id: int, entry_id: int, sticky_key_hash: int, closing: bool
     ) -> None: ...
 
     def start_batch(self) -> None: ...
@@ -41,22 +55,19 @@ class PendingAcksRemoveHandler(Protocol):
     def end_batch(self) -> None: ...
 
 
-def _no_add_handler() -> PendingAcksAddHandler | None:
+def _no_handler() -> None:
+    """Default supplier: no handler installed."""
     return None
 
 
-def _no_remove_handler() -> PendingAcksRemoveHandler | None:
-    return None
-
-
-class PendingAcksMap:
+class PendingAcksMap(Generic[OwnerT]):
     """Pending acks of one consumer. `closed` and `size()` are part of the observable state."""
 
     def __init__(
         self,
-        consumer: Consumer,
-        add_handler_supplier: Callable[[], PendingAcksAddHandler | None] = _no_add_handler,
-        remove_handler_supplier: Callable[[], PendingAcksRemoveHandler | None] = _no_remove_handler,
+        consumer: OwnerT,
+        add_handler_supplier: Callable[[], PendingAcksAddHandler[OwnerT] | None] = _no_handler,
+        remove_handler_supplier: Callable[[], PendingAcksRemoveHandler[OwnerT] | None] = _no_handler,
     ) -> None:
         self._consumer = consumer
         self._add_handler_supplier = add_handler_supplier
@@ -75,7 +86,7 @@ class PendingAcksMap:
         ]
 
     def _notify_removing(
-        self, handler: PendingAcksRemoveHandler | None, ledger_id: int, entry_id: int, sticky_key_hash: int
+        self, handler: PendingAcksRemoveHandler[OwnerT] | None, ledger_id: int, entry_id: int, sticky_key_hash: int
     ) -> None:
         if handler is not None:
             record_handler_call(self.lock_tracer, "handle_removing")

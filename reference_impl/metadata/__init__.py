@@ -1,17 +1,34 @@
 """Reference implementation of Pulsar's metadata-store threading model (PIP-453) and its legacy variant.
 
 Spec: ``shared/spec/metadata_threads.md``. ``executors`` is the deterministic scheduler a harness steps,
-``store`` the batched/unbatched metadata store, ``cache`` the MetadataCache on top of it.
+``store`` the batched/unbatched metadata store, ``cache`` the MetadataCache on top of it, and ``api``
+what the two share (errors, values, serde, and the store as the cache sees it).
 """
 
+from .api import (
+    AlreadyClosedError,
+    AlreadyExistsError,
+    BackoffConfig,
+    BadVersionError,
+    CacheGetResult,
+    ContentDeserializationError,
+    Costs,
+    GetResult,
+    InvalidPathError,
+    MetadataStoreApi,
+    MetadataStoreError,
+    MetadataTimeoutError,
+    NotFoundError,
+    Notification,
+    NotificationType,
+    Serde,
+    Stat,
+)
 from .cache import (
     Backoff,
-    BackoffConfig,
-    CacheGetResult,
     JsonSerde,
     MetadataCache,
     RecordingSerde,
-    Serde,
     SerdeRecord,
 )
 from .executors import (
@@ -36,27 +53,14 @@ from .executors import (
 from .store import (
     BROKER_CONF_KEYS,
     CLOSING_MESSAGE,
-    AlreadyClosedError,
-    AlreadyExistsError,
-    BadVersionError,
-    ContentDeserializationError,
-    Costs,
     DataTree,
     FlushRecord,
-    GetResult,
-    InvalidPathError,
     MemoryBackend,
     MetadataOp,
     MetadataStore,
     MetadataStoreConfig,
-    MetadataStoreError,
-    MetadataTimeoutError,
-    NotFoundError,
-    Notification,
     NotificationRecord,
-    NotificationType,
     OpType,
-    Stat,
     ZkBackend,
 )
 
@@ -82,6 +86,7 @@ __all__ = [
     "MetadataCache",
     "MetadataOp",
     "MetadataStore",
+    "MetadataStoreApi",
     "MetadataStoreConfig",
     "MetadataStoreError",
     "MetadataTimeoutError",

@@ -1,4 +1,4 @@
-"""MetadataCacheImpl on top of a :class:`MetadataStore` (spec §2.3, §4.3).
+"""MetadataCacheImpl on top of a metadata store, seen as :class:`~.api.MetadataStoreApi` (spec §2.3, §4.3).
 
 PIP-453 runs every serialize/deserialize/clone of a path on the store's worker ``choose_thread(path)``;
 legacy runs them inline (on the caller, or on whichever thread completes the store future).
@@ -13,9 +13,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
+# The cache sees its store through api.MetadataStoreApi (as upstream's MetadataCacheImpl sees the
+# MetadataStore interface), so store.py can build caches without an import circle. The types that
+# moved to api.py are re-exported so `cache.X` still works.
+from .api import (
+    AlreadyExistsError,
+    BadVersionError,
+    ContentDeserializationError,
+    GetResult,
+    MetadataStoreApi,
+    MetadataTimeoutError,
+    NotFoundError,
+    Notification,
+    NotificationType,
+    Stat,
+)
+from .api import BackoffConfig as BackoffConfig
+from .api import CacheGetResult as CacheGetResult
+from .api import Serde as Serde
 from .executors import (
     RejectedExecutionError,
     SimFuture,
@@ -25,34 +42,8 @@ from .executors import (
     current_thread_name,
     yield_point,
 )
-from .store import (
-    AlreadyExistsError,
-    BadVersionError,
-    ContentDeserializationError,
-    GetResult,
-    MetadataStore,
-    MetadataTimeoutError,
-    NotFoundError,
-    Notification,
-    NotificationType,
-    Stat,
-)
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class CacheGetResult(Generic[T]):
-    value: T
-    stat: Stat
-
-
-class Serde(Protocol[T]):
-    """MetadataSerde: how a cache turns values into bytes and back."""
-
-    def serialize(self, path: str, value: T) -> bytes: ...
-
-    def deserialize(self, path: str, data: bytes, stat: Stat) -> T: ...
 
 
 class JsonSerde:
@@ -97,15 +88,6 @@ class RecordingSerde(Generic[T]):
         return self.inner.deserialize(path, data, stat)
 
 
-@dataclass(frozen=True)
-class BackoffConfig:
-    """MetadataCache retry backoff (no jitter)."""
-
-    initial_ms: int = 5
-    max_ms: int = 3000
-    mandatory_stop_ms: int = 30000
-
-
 class Backoff:
     """Pulsar's ``Backoff`` without jitter: doubling delays, capped, with a mandatory stop."""
 
@@ -137,7 +119,7 @@ class Backoff:
 class MetadataCache(Generic[T]):
     """A Caffeine-backed cache of deserialized values, kept fresh by the store's notifications."""
 
-    def __init__(self, store: MetadataStore, serde: Serde[T], retry_backoff: BackoffConfig | None = None) -> None:
+    def __init__(self, store: MetadataStoreApi, serde: Serde[T], retry_backoff: BackoffConfig | None = None) -> None:
         self.store = store
         self.world = store.world
         self.serde = serde

@@ -19,8 +19,24 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, cast
 
+# The errors and values moved to api.py (shared with cache.py); re-exported so `store.X` still works.
+from .api import AlreadyClosedError as AlreadyClosedError
+from .api import AlreadyExistsError as AlreadyExistsError
+from .api import BackoffConfig, Serde
+from .api import BadVersionError as BadVersionError
+from .api import ContentDeserializationError as ContentDeserializationError
+from .api import Costs as Costs
+from .api import GetResult as GetResult
+from .api import InvalidPathError as InvalidPathError
+from .api import MetadataStoreError as MetadataStoreError
+from .api import MetadataTimeoutError as MetadataTimeoutError
+from .api import NotFoundError as NotFoundError
+from .api import Notification as Notification
+from .api import NotificationType as NotificationType
+from .api import Stat as Stat
+from .cache import MetadataCache
 from .executors import (
     OrderedExecutor,
     RejectedExecutionError,
@@ -34,85 +50,13 @@ from .executors import (
     yield_point,
 )
 
-if TYPE_CHECKING:
-    from .cache import BackoffConfig, MetadataCache, Serde
-
 CLOSING_MESSAGE = "Metadata store is getting closed"
 CONNECTION_LOSS_RETRY_MS = 100
 
 
 # --------------------------------------------------------------------------------------------------
-# Errors and values
+# Ops and records (the errors and the shared values are in api.py)
 # --------------------------------------------------------------------------------------------------
-
-
-class MetadataStoreError(Exception):
-    """Base of the store's errors (MetadataStoreException)."""
-
-
-class AlreadyClosedError(MetadataStoreError):
-    pass
-
-
-class InvalidPathError(MetadataStoreError):
-    pass
-
-
-class BadVersionError(MetadataStoreError):
-    pass
-
-
-class NotFoundError(MetadataStoreError):
-    pass
-
-
-class AlreadyExistsError(MetadataStoreError):
-    pass
-
-
-class ContentDeserializationError(MetadataStoreError):
-    pass
-
-
-class MetadataTimeoutError(MetadataStoreError):
-    pass
-
-
-class NotificationType(Enum):
-    CREATED = "Created"
-    MODIFIED = "Modified"
-    DELETED = "Deleted"
-    CHILDREN_CHANGED = "ChildrenChanged"
-
-
-@dataclass(frozen=True)
-class Notification:
-    type: NotificationType
-    path: str
-
-
-@dataclass(frozen=True)
-class Stat:
-    path: str
-    version: int
-    first_version: bool
-
-
-@dataclass(frozen=True)
-class GetResult:
-    value: bytes
-    stat: Stat
-
-
-@dataclass(frozen=True)
-class Costs:
-    """Virtual cost in ms of each kind of work (spec §4.5); all default to 0."""
-
-    serde_ms: int = 0
-    flush_batch_ms: int = 0
-    backend_ms: int = 0
-    completion_ms: int = 0
-    notification_ms: int = 0
 
 
 class OpType(Enum):
@@ -507,8 +451,6 @@ class MetadataStore:
 
     def metadata_cache(self, serde: Serde[Any], retry_backoff: BackoffConfig | None = None) -> MetadataCache[Any]:
         """A new MetadataCache on this store; it receives notifications after older caches."""
-        from .cache import MetadataCache  # cache.py builds on this module
-
         cache: MetadataCache[Any] = MetadataCache(self, serde, retry_backoff)
         self.caches.append(cache)
         return cache
