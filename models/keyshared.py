@@ -199,6 +199,12 @@ class KSState(NamedTuple):
     events: tuple[str, ...]  # what the last step did that no variable shows (EVENTS), for coverage
 
 
+# Field indexes of KSState, for the state key built as a plain tuple.
+_CONSUMERS, _DRAINING, _SCHEDULED, _JOINED = (
+    KSState._fields.index(f) for f in ("consumers", "draining", "scheduled_read", "recently_joined")
+)
+
+
 class IllegalStateError(RuntimeError):
     """The tracker's IllegalStateException; unreachable while KS-I2 holds."""
 
@@ -471,10 +477,7 @@ class _Dispatch:
 
     def remove(self, cid: int) -> None:
         c = self.consumer(cid)
-        join = [(x.name, x.name_index) for x in self.cons]
-        slot = self.cons.index(c)
-        if any(slots[0] == slot and set(slots) != {slot}
-               for slots in claims(join, self.model.points, self.model.range_max).values()):
+        if self.cons.index(c) in self.model.promoting(tuple((x.name, x.name_index) for x in self.cons)):
             self.events.add(PROMOTED)
         before = self.owner_ids()
         self.cons.remove(c)
@@ -886,6 +889,14 @@ class _Dispatch:
             seen.add(key)
 
 
+class _InJoinOrder(dict[int, list[int]]):
+    """n -> [1, ..., n]: the consumer ids of a state whose ids are already numbered in join order."""
+
+    def __missing__(self, n: int) -> list[int]:
+        ids = self[n] = list(range(1, n + 1))
+        return ids
+
+
 def _int(action: Action, name: str) -> int:
     value = action[name]
     assert isinstance(value, int) and not isinstance(value, bool)
@@ -928,6 +939,8 @@ class KeySharedModel:
         self.key_hashes = tuple(sticky_hash(k, self.range_max) for k in self.keys)
         self._hashes = tuple(sorted(set(self.key_hashes)))
         self._rings: dict[tuple[tuple[str, int], ...], Ring] = {}
+        self._promoting: dict[tuple[tuple[str, int], ...], frozenset[int]] = {}
+        self._in_join_order = _InJoinOrder()
         # The engines ask for the enabled actions and then step each of them from the same state.
         self._last_enabled: tuple[KSState | None, frozenset[Action]] = (None, frozenset())
         self.invariants: Sequence[Invariant[KSState]] = (
@@ -947,11 +960,21 @@ class KeySharedModel:
     # ------------------------------------------------------------------ ring
 
     def ring(self, consumers: Sequence[Consumer | _Consumer]) -> Ring:
-        join = tuple((c.name, c.name_index) for c in consumers)
+        join = tuple([(c.name, c.name_index) for c in consumers])
         ring = self._rings.get(join)
         if ring is None:
             ring = self._rings[join] = build_ring(join, self.points, self.range_max, self._hashes)
         return ring
+
+    def promoting(self, join: tuple[tuple[str, int], ...]) -> frozenset[int]:
+        """The join slots whose leaving passes a ring point to a consumer colliding there (cached per join)."""
+        slots = self._promoting.get(join)
+        if slots is None:
+            slots = self._promoting[join] = frozenset(
+                claimers[0] for claimers in claims(join, self.points, self.range_max).values()
+                if len(set(claimers)) > 1
+            )
+        return slots
 
     def owner(self, state: KSState, h: int) -> int | None:
         """Id of the consumer `select(h)` returns, or None on an empty ring."""
@@ -1157,16 +1180,20 @@ class KeySharedModel:
     def key(self, state: KSState) -> Hashable:
         """The state up to symmetry: consumer ids are labels, so they are renumbered in join order; and
         without `fire` or `run`, nothing reads `scheduled_read` (KS-I5a is already judged in `broken`)."""
-        if self._flag_unread and state.scheduled_read:
-            state = state._replace(scheduled_read=False)
-        ids = {c.id: slot for slot, c in enumerate(state.consumers, start=1)}
-        if all(cid == slot for cid, slot in ids.items()):
+        consumers = state.consumers
+        in_order = [c[0] for c in consumers] == self._in_join_order[len(consumers)]
+        if in_order and not (self._flag_unread and state.scheduled_read):
             return state
-        return state._replace(
-            consumers=tuple(c._replace(id=ids[c.id]) for c in state.consumers),
-            draining=tuple(d._replace(owner=ids[d.owner]) for d in state.draining),
-            recently_joined=tuple((ids[cid], p) for cid, p in state.recently_joined),
-        )
+        # A plain tuple: it equals (and hashes as) the KSState of the same fields, and is cheaper to build.
+        fields: list[object] = list(state)
+        if self._flag_unread:
+            fields[_SCHEDULED] = False
+        if not in_order:
+            ids = {c.id: slot for slot, c in enumerate(consumers, start=1)}
+            fields[_CONSUMERS] = tuple([(ids[c[0]], *c[1:]) for c in consumers])
+            fields[_DRAINING] = tuple([(d[0], ids[d[1]], *d[2:]) for d in state.draining])
+            fields[_JOINED] = tuple([(ids[cid], p) for cid, p in state.recently_joined])
+        return tuple(fields)
 
     def vars(self, state: KSState) -> dict[str, Json]:
         ids = [c.id for c in state.consumers]
