@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from models.core import Model, Param
-from properties.bmc import ProofResult
-from properties.lockstep import ImplementationFactory
+from properties.engines.bmc import ProofResult
+from properties.engines.lockstep import ImplementationFactory
 
-_MODULES: tuple[str, ...] = ("properties.topiclist", "properties.delayed", "properties.metadata", "properties.pidquota",
-                              "properties.keyshared")
+_MODULES: tuple[str, ...] = tuple(
+    f"properties.{name}.binding" for name in ("topiclist", "delayed", "metadata", "pidquota", "keyshared")
+)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Test-suite set-up: Hypothesis profiles come from `properties.profiles`; `dev` unless one is named.
+"""Test-suite set-up: Hypothesis profiles come from `properties.engines.profiles`; `dev` unless one is named.
 
 Select one with `--hypothesis-profile=dev|ci|nightly` (the CI gate uses `ci`).
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 
-import properties.profiles  # noqa: F401  (registers the profiles before Hypothesis reads the option)
+import properties.engines.profiles  # noqa: F401  (registers the profiles before Hypothesis reads the option)
 
 
 def pytest_configure(config: pytest.Config) -> None:

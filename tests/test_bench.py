@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from properties import bench, registry
-from properties.cli import PASS, USAGE, main
+from properties import registry
+from properties.cli import PASS, USAGE, bench, main
 from properties.registry import Mechanism
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -96,7 +96,7 @@ def test_a_page_links_a_figure_the_mechanism_drew_itself(tmp_path: Path) -> None
 
 
 def test_the_delayed_memory_plot_lands_in_the_bench_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from properties import delayed
+    from properties.delayed import binding as delayed
 
     monkeypatch.setattr(delayed, "SEED_N", 40_000)
     monkeypatch.setattr(delayed, "PLOT_N", 20_000)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from traces.promote import CORPUS, corpus
-from traces.replay import reproduction_problems
+from properties.cli.promote import CORPUS, corpus
+from properties.engines.replay import reproduction_problems
 
 TRACES = corpus()
 

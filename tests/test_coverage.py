@@ -20,8 +20,8 @@ from hypothesis import settings
 from models.core import Action, Model, ModelWrapper
 from properties import registry
 from properties.cli import PASS, VIOLATED, _Report, main
-from properties.coverage import INTERESTING, NOT_OFFERED, Coverage, from_exploration, from_hypothesis
-from properties.explorer import explore
+from properties.engines.coverage import INTERESTING, NOT_OFFERED, Coverage, from_exploration, from_hypothesis
+from properties.engines.explorer import explore
 
 MECHANISMS = list(registry.mechanisms())
 
@@ -161,7 +161,7 @@ def test_check_prints_a_rule_its_hypothesis_runs_never_took(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The check's own Hypothesis runs feed the second coverage line: a removed rule is named there."""
-    from properties import pidquota
+    from properties.pidquota import binding as pidquota
 
     original = pidquota.MECHANISM
     crippled = replace(original, make_model=lambda config, variant: _Without(original.make_model(config, variant),

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from properties.cli import PASS, TABLE_CELL, USAGE, VIOLATED, _parser, _table, main
+from properties.cli.promote import CORPUS
 from traces.format import load
-from traces.promote import CORPUS
 
 LIVENESS = CORPUS / "keyshared" / "classic-explorer-KS-I5b.json"
 

@@ -6,7 +6,7 @@ import pytest
 
 from models.core import violated
 from properties import registry
-from traces.promote import corpus
+from properties.cli.promote import corpus
 
 MECHANISMS = list(registry.mechanisms().values())
 IDS = [m.name for m in MECHANISMS]

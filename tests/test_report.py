@@ -17,9 +17,9 @@ import pytest
 
 from models.core import Action, Json
 from properties.cli import main
+from properties.cli.promote import CORPUS, corpus
+from properties.cli.report import GLOBAL, lanes, render
 from traces.format import Trace, TraceStep, load
-from traces.promote import CORPUS, corpus
-from traces.report import GLOBAL, lanes, render
 
 TRACES = [p for p in corpus() if load(p).failure]  # counterexamples; a passing regression trace has no failure
 IDS = [str(p.relative_to(CORPUS)) for p in TRACES]

@@ -18,17 +18,18 @@ from hypothesis import HealthCheck, settings
 
 from models.core import Action, Param
 from models.delayed import ACTION_NAMES, EXPLORE_CONFIG, HYPOTHESIS_CONFIG, DelayedModel, DelayedState
-from properties import delayed as delayed_properties
-from properties import delayed_z3, registry
-from properties.delayed import MECHANISM, DelayedReference, plot_memory, seed_theory_aes
-from properties.explorer import explore
-from properties.lockstep import DIVERGENCE, Lockstep
-from properties.stateful import FailedRun, build_state_machine, find_failure
+from properties import registry
+from properties.delayed import binding as delayed_properties
+from properties.delayed import proofs as delayed_z3
+from properties.delayed.binding import MECHANISM, DelayedReference, plot_memory, seed_theory_aes
+from properties.engines.explorer import explore
+from properties.engines.lockstep import DIVERGENCE, Lockstep
+from properties.engines.replay import record, replay, reproduction_problems
+from properties.engines.shrink import failure_oracle, shrink
+from properties.engines.stateful import FailedRun, build_state_machine, find_failure
 from reference_impl.delayed import round_up, trim
 from reference_impl.delayed.bench import measure_memory
 from traces.format import Trace, dumps, load, save
-from traces.replay import record, replay, reproduction_problems
-from traces.shrink import failure_oracle, shrink
 
 CORPUS = Path(__file__).resolve().parents[2] / "traces" / "corpus" / "delayed"
 MODES = {"non-strict": False, "strict": True}
@@ -237,7 +238,7 @@ def engine_run(engine: str, strict: bool) -> tuple[dict[str, Param], tuple[Actio
 
 @cache
 def pr23611_run(engine: str, strict: bool) -> tuple[dict[str, Param], tuple[Action, ...]]:
-    """``engine_run`` shrunk by ``traces.shrink``."""
+    """``engine_run`` shrunk by ``properties.engines.shrink``."""
     config, found = engine_run(engine, strict)
     oracle = failure_oracle(lambda: lockstep(config, "pr23611"), "DD-I1")
     return config, shrink(found, oracle)

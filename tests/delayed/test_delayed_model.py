@@ -14,7 +14,7 @@ from models.delayed import (
     DelayedState,
     bitmap_bytes,
 )
-from properties.explorer import explore
+from properties.engines.explorer import explore
 
 
 class Drive:

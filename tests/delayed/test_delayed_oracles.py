@@ -1,4 +1,4 @@
-"""The reference adapter's independent oracles for DD-I3, DD-I4 and DD-I10 (`properties.delayed`).
+"""The reference adapter's independent oracles for DD-I3, DD-I4 and DD-I10 (`properties.delayed.binding`).
 
 Each test breaks one thing behind the tracker's back and checks that the adapter names exactly the
 invariant the spec says is broken, judged from its own ledger of accepted triples; the planted bugs
@@ -11,7 +11,7 @@ import pytest
 
 from models.core import Action
 from models.delayed import EXPLORE_CONFIG
-from properties.delayed import DelayedReference
+from properties.delayed.binding import DelayedReference
 
 # EXPLORE_CONFIG: T = 3, P = 2, non-strict, current: key = trim(D), BC(now) = now + 2.
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from properties.bmc import bmc, k_induction, prove
-from properties.explorer import explore
+from properties.engines.bmc import bmc, k_induction, prove
+from properties.engines.explorer import explore
 from tests.engines.tiny import CounterModel, symbolic
 
 

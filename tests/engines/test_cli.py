@@ -9,9 +9,9 @@ import pytest
 
 from models.core import Action
 from properties.cli import DIVERGED, PASS, USAGE, VIOLATED, main
+from properties.engines.replay import record
 from tests.engines.tiny import CounterModel
 from traces.format import save
-from traces.replay import record
 
 pytestmark = pytest.mark.usefixtures("tiny_registered")
 

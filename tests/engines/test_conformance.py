@@ -7,9 +7,9 @@ import itertools
 import networkx as nx
 
 from models.core import Action, Json, Observation
-from properties.conformance import Deviation, conform, run_walk, tour
-from properties.explorer import explore
-from properties.lockstep import DIVERGENCE
+from properties.engines.conformance import Deviation, conform, run_walk, tour
+from properties.engines.explorer import explore
+from properties.engines.lockstep import DIVERGENCE
 from tests.engines.tiny import CounterImpl, CounterModel
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from properties.explorer import explore
+from properties.engines.explorer import explore
 from tests.engines.tiny import Counter, CounterModel
 
 

@@ -10,8 +10,8 @@ import itf_py
 import pytest
 
 from properties.cli import main
+from properties.cli.promote import corpus
 from traces import format as tf
-from traces.promote import corpus
 
 TRACES = corpus()
 

@@ -10,10 +10,10 @@ import pytest
 
 from models.core import Action
 from properties.cli import PASS, USAGE, main
+from properties.cli.promote import promote
+from properties.engines.replay import record
 from tests.engines.tiny import CounterModel
 from traces import format as tf
-from traces.promote import promote
-from traces.replay import record
 
 INJECTED = '"""\nimport os\nos.system("touch PWNED")\n"""'
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import settings
 
-from properties.stateful import FailedRun, build_state_machine, find_failure
+from properties.engines.stateful import FailedRun, build_state_machine, find_failure
 from tests.engines.tiny import NAMES, CounterImpl, CounterModel
 
 FAST = settings(max_examples=300, stateful_step_count=20, deadline=None, derandomize=True, database=None)
@@ -41,8 +41,8 @@ def test_same_seed_gives_byte_identical_traces() -> None:
     """Two searches from the same seed shrink to the same run and write the same bytes."""
     from hypothesis import seed
 
+    from properties.engines.replay import record
     from traces.format import dumps
-    from traces.replay import record
 
     def search() -> str:
         runs: list[FailedRun] = []

@@ -10,12 +10,12 @@ import itf_py
 import pytest
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
-from properties.lockstep import Lockstep
+from properties.cli.promote import promote
+from properties.engines.lockstep import Lockstep
+from properties.engines.replay import record, replay, reproduction_problems
+from properties.engines.shrink import failure_oracle, shrink
 from tests.engines.tiny import CounterImpl, CounterModel
 from traces import format as tf
-from traces.promote import promote
-from traces.replay import record, replay, reproduction_problems
-from traces.shrink import failure_oracle, shrink
 
 LONG_RUN = [Action.of("inc"), Action.of("reset"), Action.of("lock"), Action.of("inc"), Action.of("add", n=1),
             Action.of("reset"), Action.of("add", n=1), Action.of("add", n=1), Action.of("add", n=2)]

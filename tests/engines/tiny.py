@@ -14,7 +14,7 @@ from typing import NamedTuple
 import z3
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
-from properties.bmc import Frame, SymbolicSystem
+from properties.engines.bmc import Frame, SymbolicSystem
 from properties.registry import Mechanism
 
 VARIANTS = ("fixed", "overflow", "stuck")

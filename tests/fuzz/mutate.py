@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from traces.promote import corpus
+from properties.cli.promote import corpus
 
 Doc = Any
 

@@ -3,7 +3,7 @@
 Regenerate with `python -m tests.keyshared.corpus` (from the repository root). Three kinds:
 - the historical variants' KS-I1 bugs as the explorer finds them (shortest paths, deterministic: the
   tests check that they regenerate byte for byte) and as the Hypothesis machine finds them (shrunk
-  by `traces.shrink`; they depend on the Hypothesis version, so the tests only replay them);
+  by `properties.engines.shrink`; they depend on the Hypothesis version, so the tests only replay them);
 - the spec's §6 flows as named traces: classic's issue-1 and issue-2, and pip282's reconnect;
 - classic's #21199 stuck subscription (KS-I5b), a liveness trace: replay judges its last state;
 - the two spec gaps where pip379 breaks KS-I4 as the spec words it (models/keyshared.py, A and B),
@@ -19,17 +19,17 @@ from pathlib import Path
 from hypothesis import Phase, settings
 
 from models.core import Action, Param
-from properties.explorer import explore
-from properties.keyshared import EXPLORE_CONFIGS, GATE, HYPOTHESIS_CONFIGS, MECHANISM
-from properties.stateful import FailedRun
-from traces import counterexamples
+from properties.engines import counterexamples
+from properties.engines.explorer import explore
+from properties.engines.stateful import FailedRun
+from properties.keyshared.binding import EXPLORE_CONFIGS, GATE, HYPOTHESIS_CONFIGS, MECHANISM
 from traces.format import Trace, save
 
 CORPUS = Path(__file__).resolve().parents[2] / "traces" / "corpus" / "keyshared"
 TWINS = ("classic", "pip282")
 TARGET = "KS-I1"
 STUCK = "KS-I5b"  # classic's #21199: a rejoined consumer's own key is never delivered
-# Generation only: `traces.shrink` does the shrinking (Hypothesis' own shrinker takes minutes here).
+# Generation only: `properties.engines.shrink` does the shrinking (Hypothesis' own shrinker takes minutes here).
 SEARCH = settings(max_examples=200, stateful_step_count=40, derandomize=True, database=None, deadline=None,
                   phases=[Phase.generate])
 

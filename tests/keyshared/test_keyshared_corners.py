@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 from properties.cli import CONFORMANCE_STEPS
-from properties.conformance import conform
-from properties.coverage import from_exploration
-from properties.explorer import explore
-from properties.keyshared import EXPLORE_CONFIGS, make_model, make_reference
+from properties.engines.conformance import conform
+from properties.engines.coverage import from_exploration
+from properties.engines.explorer import explore
+from properties.keyshared.binding import EXPLORE_CONFIGS, make_model, make_reference
 
 CORNERS = {
     "collide": {"two consumers collided on a ring point", "a collided consumer was promoted",

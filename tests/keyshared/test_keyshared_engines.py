@@ -13,22 +13,23 @@ from hypothesis import settings
 
 from models.core import Action, Param, violated
 from models.keyshared import ACTION_NAMES, KeySharedModel
-from properties import keyshared_z3, registry
-from properties.bmc import ProofResult, bmc
-from properties.explorer import explore
-from properties.keyshared import (
+from properties import registry
+from properties.engines.bmc import ProofResult, bmc
+from properties.engines.explorer import explore
+from properties.engines.lockstep import DIVERGENCE, Lockstep, first_failure
+from properties.engines.replay import replay, reproduction_problems
+from properties.engines.shrink import failure_oracle
+from properties.engines.stateful import build_state_machine, find_failure
+from properties.keyshared import proofs as keyshared_z3
+from properties.keyshared.binding import (
     EXPLORE_CONFIGS,
     GATE,
     HYPOTHESIS_CONFIGS,
     MECHANISM,
     KeySharedReference,
 )
-from properties.lockstep import DIVERGENCE, Lockstep, first_failure
-from properties.stateful import build_state_machine, find_failure
 from tests.keyshared import corpus
 from traces.format import dumps, load
-from traces.replay import replay, reproduction_problems
-from traces.shrink import failure_oracle
 
 CONFIGS: dict[str, Mapping[str, Param]] = {**EXPLORE_CONFIGS, **HYPOTHESIS_CONFIGS}
 FAST = settings(max_examples=60, stateful_step_count=30, derandomize=True, database=None, deadline=None)

@@ -22,7 +22,7 @@ from models.keyshared import (
     build_ring,
     sticky_hash,
 )
-from properties.keyshared import GATE, HYPOTHESIS_CONFIGS
+from properties.keyshared.binding import GATE, HYPOTHESIS_CONFIGS
 from reference_impl.keyshared import Consumer, KeySharedDispatcher
 
 H4, H0, H5 = 11707, 4850, 35071

@@ -24,11 +24,11 @@ from models.keyshared_tracker import (
     TrackerState,
 )
 from properties import registry
-from properties.explorer import explore
-from properties.keyshared import MECHANISM, make_model, make_reference
-from properties.keyshared_tracker import KeySharedTrackerReference
-from properties.lockstep import DIVERGENCE, Lockstep, first_failure
-from properties.stateful import build_state_machine, find_failure
+from properties.engines.explorer import explore
+from properties.engines.lockstep import DIVERGENCE, Lockstep, first_failure
+from properties.engines.stateful import build_state_machine, find_failure
+from properties.keyshared.binding import MECHANISM, make_model, make_reference
+from properties.keyshared.tracker import KeySharedTrackerReference
 from reference_impl.keyshared import Consumer
 
 FAST = settings(max_examples=60, stateful_step_count=30, derandomize=True, database=None, deadline=None)

@@ -14,7 +14,7 @@ import pytest
 
 from models.core import Param
 from models.keyshared_locks import DEFAULT_CONFIG, KeySharedLocksModel, LocksState
-from properties.explorer import Exploration, explore
+from properties.engines.explorer import Exploration, explore
 
 SCRIPTS: dict[str, tuple[str, ...]] = {
     "away-and-back": ("move 2", "block", "move 1", "block"),

@@ -18,8 +18,8 @@ from models.keyshared_tracker import (
     WIDE_EXPLORE_CONFIG,
     KeySharedTrackerModel,
 )
-from properties.coverage import from_exploration
-from properties.explorer import explore
+from properties.engines.coverage import from_exploration
+from properties.engines.explorer import explore
 from tests.keyshared.test_keyshared_tracker import run as run_on
 
 A = 11707  # key "4": entry 0 (ledger 2) and entry 1 (ledger 1); entry 2 (ledger 1) has no sticky hash

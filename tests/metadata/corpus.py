@@ -2,7 +2,7 @@
 
 Run `python -m tests.metadata.corpus` from the repository root to (re)write `traces/corpus/metadata/`.
 Each trace is found by an engine (the explorer's shortest path, or the Hypothesis machine's shrunk
-run), shrunk again with `traces.shrink` against model and reference in lockstep, and recorded with
+run), shrunk again with `properties.engines.shrink` against model and reference in lockstep, and recorded with
 the reference, so its states carry the reference's projection, including the `deadlock` cycle.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from models.metadata import EXPLORE_CONFIG, HYPOTHESIS_CONFIG
-from properties.metadata import MECHANISM
-from traces import counterexamples
+from properties.engines import counterexamples
+from properties.metadata.binding import MECHANISM
 from traces.format import Trace, save
 
 CORPUS = Path(__file__).resolve().parents[2] / "traces" / "corpus" / "metadata"

@@ -15,14 +15,14 @@ from hypothesis import Phase, settings
 from models.core import Action, Param
 from models.metadata import ACTION_NAMES, EXPLORE_CONFIG, EXPLORE_CONFIGS, HYPOTHESIS_CONFIG, VARIANTS
 from properties import registry
-from properties.explorer import explore
-from properties.lockstep import DIVERGENCE, Lockstep
-from properties.metadata import MECHANISM, MetadataReference, bench, make_model, worker_of
-from properties.metadata_z3 import proofs
-from properties.stateful import FailedRun, build_state_machine, find_failure
+from properties.engines.explorer import explore
+from properties.engines.lockstep import DIVERGENCE, Lockstep
+from properties.engines.replay import reproduction_problems
+from properties.engines.stateful import FailedRun, build_state_machine, find_failure
+from properties.metadata.binding import MECHANISM, MetadataReference, bench, make_model, worker_of
+from properties.metadata.proofs import proofs
 from reference_impl.metadata import executors
 from traces.format import dumps, load
-from traces.replay import reproduction_problems
 
 from .corpus import CORPUS, explorer_trace
 

@@ -1,7 +1,7 @@
 """Every planted bug in this folder is killed by the default `check`, on the invariant it breaks.
 
 Each `*.patch` is a small diff of a reference implementation with a header naming the invariant it
-must break and the longest shrunk trace allowed (`properties/mutants.py`). The check runs on a
+must break and the longest shrunk trace allowed (`properties/cli/mutants.py`). The check runs on a
 patched copy of the project in a fresh interpreter, with its default, deterministic budgets: a
 mutant that survives, or is found only as an anonymous divergence, fails this test.
 """
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from properties import mutants, registry
+from properties import registry
+from properties.cli import mutants
 
 HERE = Path(__file__).parent
 ALL = mutants.discover(HERE)

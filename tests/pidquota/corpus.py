@@ -14,9 +14,9 @@ from hypothesis import settings
 
 from models.core import Action, Param
 from models.pidquota import EXPLORE_CONFIG, HYPOTHESIS_CONFIG
-from properties.pidquota import MECHANISM
-from properties.stateful import FailedRun
-from traces import counterexamples
+from properties.engines import counterexamples
+from properties.engines.stateful import FailedRun
+from properties.pidquota.binding import MECHANISM
 from traces.format import Trace, save
 
 CORPUS = Path(__file__).resolve().parents[2] / "traces" / "corpus" / "pidquota"

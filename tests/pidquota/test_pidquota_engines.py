@@ -12,26 +12,27 @@ import pytest
 import z3
 from hypothesis import Phase, settings
 
-import properties.pidquota
+import properties.pidquota.binding
 from models.core import Action, Param
 from models.pidquota import ACTION_NAMES, EXPLORE_CONFIG, HYPOTHESIS_CONFIG, PidQuotaModel
-from properties import pidquota_z3, registry
-from properties.bmc import bmc
-from properties.explorer import explore
-from properties.lockstep import DIVERGENCE, Lockstep, first_failure
-from properties.pidquota import (
+from properties import registry
+from properties.engines.bmc import bmc
+from properties.engines.explorer import explore
+from properties.engines.lockstep import DIVERGENCE, Lockstep, first_failure
+from properties.engines.replay import replay, reproduction_problems
+from properties.engines.shrink import failure_oracle
+from properties.engines.stateful import build_state_machine, find_failure
+from properties.pidquota import proofs as pidquota_z3
+from properties.pidquota.binding import (
     MECHANISM,
     MURMUR_CONFIG,
     PidQuotaReference,
     false_positive_rates,
     hasher_vectors_hold,
 )
-from properties.stateful import build_state_machine, find_failure
 from reference_impl.pidquota import EnhancedDoubleHasher, LayeredBloomFilter
 from tests.pidquota import corpus
 from traces.format import dumps, load
-from traces.replay import replay, reproduction_problems
-from traces.shrink import failure_oracle
 
 LOCKSTEP_CONFIGS: dict[str, Mapping[str, Param]] = {
     **MECHANISM.explore_configs,
@@ -232,7 +233,7 @@ def test_the_reference_hashers_reproduce_the_spec_vectors_and_a_wrong_one_does_n
 ) -> None:
     """PQ-I9's oracle is the spec's constants: a consistent hasher that is not the spec's fails it."""
     assert hasher_vectors_hold()
-    monkeypatch.setattr(properties.pidquota, "default_pid_hasher", lambda pid: EnhancedDoubleHasher(pid, 1))
+    monkeypatch.setattr(properties.pidquota.binding, "default_pid_hasher", lambda pid: EnhancedDoubleHasher(pid, 1))
     hasher_vectors_hold.cache_clear()
     try:
         assert not hasher_vectors_hold()

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from traces.pipeline.check import session
+from properties.pipeline.check import session
 
 
 @pytest.fixture(scope="session")

@@ -19,10 +19,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from properties.cli import PASS, USAGE, VIOLATED, main
-from traces.pipeline.check import check
-from traces.pipeline.keyshared_log import ARROW_SCHEMA
-from traces.pipeline.schema import spec
-from traces.pipeline.simulate import simulate
+from properties.pipeline.check import check
+from properties.pipeline.keyshared_log import ARROW_SCHEMA
+from properties.pipeline.schema import spec
+from properties.pipeline.simulate import simulate
 
 pytestmark = pytest.mark.spark
 

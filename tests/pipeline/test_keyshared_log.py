@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from models.keyshared import sticky_hash
-from properties.lockstep import DIVERGENCE
-from traces.pipeline import keyshared_sim
-from traces.pipeline.keyshared_check import replay_batches
-from traces.pipeline.keyshared_log import Record, client_verdict, full_verdict, partition
-from traces.pipeline.keyshared_sim import partition_records, to_table, walk
-from traces.pipeline.simulate import simulate
+from properties.engines.lockstep import DIVERGENCE
+from properties.pipeline import keyshared_sim
+from properties.pipeline.keyshared_check import replay_batches
+from properties.pipeline.keyshared_log import Record, client_verdict, full_verdict, partition
+from properties.pipeline.keyshared_sim import partition_records, to_table, walk
+from properties.pipeline.simulate import simulate
 
 
 @pytest.mark.parametrize("fault", ["classic", "pip282"])

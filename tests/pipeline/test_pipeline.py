@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from properties.engines.replay import replay
+from properties.pipeline.bench import python_checks
+from properties.pipeline.check import check
+from properties.pipeline.explore import explore
+from properties.pipeline.simulate import simulate
 from traces.format import load
-from traces.pipeline.bench import python_checks
-from traces.pipeline.check import check
-from traces.pipeline.explore import explore
-from traces.pipeline.simulate import simulate
-from traces.replay import replay
 
 pytestmark = pytest.mark.spark
 

@@ -42,7 +42,7 @@ def test_simulate_writes_the_requested_events_and_fault(tmp_path: Path) -> None:
 
 def test_spark_not_starting_is_an_infrastructure_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    from traces.pipeline import check
+    from properties.pipeline import check
 
     def no_spark(master: str = "local[*]", shuffle_partitions: int = 8) -> NoReturn:
         raise check.SparkUnavailable(f"Spark did not start on {master}: no JVM")

@@ -19,10 +19,10 @@ import pytest
 from models.core import Action, Json, Model, Observation
 from properties import registry
 from properties.cli import DIVERGED, PASS, main
-from properties.lockstep import DIVERGENCE, Implementation
+from properties.engines.lockstep import DIVERGENCE, Implementation
+from properties.engines.replay import replay
+from properties.engines.verify import PortSpec, run_actions
 from traces.format import load
-from traces.replay import replay
-from traces.verify import PortSpec, run_actions
 
 SOURCES = Path(__file__).with_name("java")
 

@@ -16,9 +16,9 @@ import pytest
 from models.core import Model
 from properties import registry
 from properties.cli import PASS, USAGE, main
+from properties.engines.port import PortProcess
+from properties.engines.protocol import VOCABULARIES, Sample, Vocabulary, complete_config, document, missing, scope_of
 from tests.ports.transcripts import SCRIPTS, transcript
-from traces.port import PortProcess
-from traces.protocol import VOCABULARIES, Sample, Vocabulary, complete_config, document, missing, scope_of
 
 HERE = Path(__file__).parent
 DOCS = HERE.parents[1] / "docs" / "ports.md"
@@ -31,7 +31,7 @@ def test_every_var_field_action_parameter_and_config_key_has_a_meaning(name: str
     mechanism = registry.get(name)
     doc = document(mechanism, mechanism.current)
     for scope in doc["scopes"]:
-        assert scope["undocumented"] == [], f"{scope['scope']}: add these to traces/protocol.py"
+        assert scope["undocumented"] == [], f"{scope['scope']}: add these to properties/engines/protocol.py"
         assert all(v["meaning"] for v in scope["vars"]) and all(a["enabled"] for a in scope["actions"])
         assert not any("not reached" in v["type"] for v in scope["vars"] if v["path"].isidentifier())
 

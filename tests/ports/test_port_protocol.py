@@ -13,8 +13,8 @@ import pytest
 from models.core import Action
 from properties import registry
 from properties.cli import INFRA, PASS, USAGE, VIOLATED, main
+from properties.engines.port import KINDS, PortError, PortProcess
 from traces.format import load
-from traces.port import KINDS, PortError, PortProcess
 
 SCRIPT = str(Path(__file__).with_name("script_port.py"))
 MECHANISM = registry.get("topiclist")

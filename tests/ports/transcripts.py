@@ -12,8 +12,8 @@ from typing import Any
 
 from models.core import Action, Param
 from properties import registry
-from properties.lockstep import as_json
-from traces.protocol import complete_config
+from properties.engines.lockstep import as_json
+from properties.engines.protocol import complete_config
 
 SCRIPTS: dict[tuple[str, str], Sequence[tuple[str, Mapping[str, Param]]]] = {
     ("topiclist", "semaphore"): [("acquire", {"permits": 8}), ("acquire", {"permits": 5}), ("step", {}), ("step", {}),

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from models.core import Action
 from models.topiclist import EXPLORE_CONFIG, EXPLORE_FLOWS_CONFIG, HYPOTHESIS_FLOWS_CONFIG, TopicListModel
-from properties.topiclist import MECHANISM, make_reference
-from traces import counterexamples
+from properties.engines import counterexamples
+from properties.engines.replay import record
+from properties.topiclist.binding import MECHANISM, make_reference
 from traces.format import Trace, save
-from traces.replay import record
 
 CORPUS = Path(__file__).resolve().parents[2] / "traces" / "corpus" / "topiclist"
 TWIN = "no_exceptional_release"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from properties.engines.replay import reproduction_problems
 from tests.topiclist.corpus import CLOSE_TRACE, EXPLORER_TRACE, HYPOTHESIS_TRACE, close_trace, explorer_trace
 from traces.format import dumps, load
-from traces.replay import reproduction_problems
 
 
 def test_explorer_trace_regenerates_byte_for_byte() -> None:

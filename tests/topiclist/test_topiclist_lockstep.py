@@ -1,4 +1,4 @@
-"""The topic-list model and the reference implementation in lockstep (`properties.lockstep`).
+"""The topic-list model and the reference implementation in lockstep (`properties.engines.lockstep`).
 
 Seeded random action sequences drawn from `model.enabled()` (every other seed "swarm" style: a
 random subset of action kinds is switched off for the whole run, so runs without disconnects or
@@ -26,8 +26,8 @@ from models.topiclist import (
     TLState,
     TopicListModel,
 )
-from properties.lockstep import DIVERGENCE, Lockstep
-from properties.topiclist import TopicListReference, make_reference
+from properties.engines.lockstep import DIVERGENCE, Lockstep
+from properties.topiclist.binding import TopicListReference, make_reference
 
 NS = "public/default"
 TA = "persistent://public/default/a"

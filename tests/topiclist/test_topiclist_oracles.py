@@ -1,4 +1,4 @@
-"""The reference adapter's independent oracles (`properties.topiclist`): TL-I2, TL-I3, TL-I8, TL-I10.
+"""The reference adapter's independent oracles (`properties.topiclist.binding`): TL-I2, TL-I3, TL-I8, TL-I10.
 
 Each test makes the reference answer wrongly behind its back and checks that the adapter names the
 invariant from its own ledger (what it asked, what came back, and when); the twin in each pair is
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from models.core import Action
 from models.topiclist import EXPLORE_CONFIG, EXPLORE_FLOWS_CONFIG
-from properties.topiclist import TopicListReference, _FlowsWorld, _SemaphoreWorld
+from properties.topiclist.binding import TopicListReference, _FlowsWorld, _SemaphoreWorld
 from reference_impl.topiclist import Permit, PermitAcquireCancelledError
 
 NS = "public/default"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import z3
 
-from properties.bmc import bmc, prove
-from properties.topiclist_z3 import MUTANTS, QUEUE, proofs, semaphore_system
+from properties.engines.bmc import bmc, prove
+from properties.topiclist.proofs import MUTANTS, QUEUE, proofs, semaphore_system
 
 
 def test_invariants_are_inductive_and_hold_to_depth_ten() -> None:

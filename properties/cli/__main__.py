@@ -1,0 +1,5 @@
+"""`python -m properties.cli`: the `brokerspec` command without the installed script."""
+
+from properties.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The delayed mechanism's binding: its configurations, reference adapter and Z3 proofs."""

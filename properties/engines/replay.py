@@ -1,0 +1,219 @@
+"""Record runs as traces, and replay traces against the model or the reference implementation.
+
+Recording and replaying share `properties.engines.lockstep`, so a trace replays to exactly the failure it
+recorded. A replay re-checks that every action is enabled where it is taken and that every state
+matches the recorded variables: a trace that no longer fits the code is an input error naming the
+step, never a silent pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from models.core import Action, ActionNotEnabled, Json, Model
+from properties import registry
+from properties.engines.lockstep import DIVERGENCE, Implementation, Lockstep, StepOutcome
+from traces.format import INIT, Trace, TraceError, TraceStep, load, normalise
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """Where the replay first failed (`step` is None when it did not) and how."""
+
+    steps: int
+    step: int | None
+    failures: tuple[str, ...]
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.step is None
+
+
+STUCK_KINDS = ("deadlock", "liveness")
+"""Findings judged on the last state of a trace rather than by an invariant at some step."""
+SEARCH_LIMIT = 200_000
+"""States searched from the last state of a liveness trace before the judgement is called inconclusive."""
+
+
+def stuck_detail(model: Model[Any], state: Any, kind: str, name: str) -> str | None:
+    """Why `state` is stuck as a `kind` finding called `name`, or None when it is not.
+
+    A deadlock has no enabled action (and is no accepted terminal state); a liveness failure reaches
+    no good state of the property `name` by any path, which a search from `state` decides.
+    """
+    if kind == "deadlock":
+        terminal_ok = getattr(model, "terminal_ok", None)
+        if model.enabled(state) or (terminal_ok is not None and terminal_ok(state)):
+            return None
+        return "no action is enabled"
+    prop = next((p for p in model.liveness if p.name == name), None)
+    if prop is None:
+        raise TraceError(f"{model.mechanism} has no liveness property {name!r} in this configuration")
+    seen = {model.key(state)}
+    frontier = [state]
+    while frontier:
+        if len(seen) > SEARCH_LIMIT:
+            raise TraceError(f"{name}: more than {SEARCH_LIMIT} states reachable from the last state; inconclusive")
+        nxt = []
+        for s in frontier:
+            if prop.good(s):
+                return None
+            for action in model.enabled(s):
+                successor, _ = model.step(s, action)
+                if (key := model.key(successor)) not in seen:
+                    seen.add(key)
+                    nxt.append(successor)
+        frontier = nxt
+    return f"none of the {len(seen)} states reachable from here is good: {prop.description}"
+
+
+def _init_step(outcome: StepOutcome) -> TraceStep:
+    return TraceStep(Action(INIT), outcome.vars, outcome.observation, outcome.failures)
+
+
+def record(
+    model: Model[Any],
+    actions: Sequence[Action],
+    *,
+    engine: str,
+    seed: int | None = None,
+    implementation: Implementation | None = None,
+    stop_at_failure: bool = True,
+    stuck: tuple[str, str] | None = None,
+) -> Trace:
+    """Execute `actions` (in lockstep with `implementation` if given) and keep every state.
+
+    `stuck` = (kind, name) records a deadlock or liveness finding at the last state when no invariant
+    failed before it, so that replaying the trace judges that state again.
+    """
+    lockstep = Lockstep(model, implementation)
+    first = lockstep.initial_outcome()
+    steps = [_init_step(first)]
+    failure: dict[str, Json] = {}
+    if first.failures:
+        failure = {"step": 0, "names": list(first.failures), "detail": first.detail}
+    for index, action in enumerate(actions, start=1):
+        if failure and stop_at_failure:
+            break
+        outcome = lockstep.apply(action)
+        steps.append(TraceStep(action, outcome.vars, outcome.observation, outcome.failures))
+        if outcome.failures and not failure:
+            failure = {"step": index, "names": list(outcome.failures), "detail": outcome.detail}
+    if stuck is not None and not failure:
+        kind, name = stuck
+        detail = stuck_detail(model, lockstep.state, kind, name)
+        if detail is None:
+            raise ValueError(f"the last state of the run is not a {kind} ({name})")
+        failure = {"step": len(steps) - 1, "names": [name], "kind": kind, "detail": detail}
+    return Trace(
+        mechanism=model.mechanism,
+        variant=model.variant,
+        engine=engine,
+        config=dict(model.config),
+        steps=tuple(steps),
+        seed=seed,
+        failure=failure,
+    )
+
+
+def model_for(trace: Trace, source: str, variant: str | None = None) -> Model[Any]:
+    """The model the trace was recorded on (or `variant` of it); a `TraceError` if it does not exist."""
+    try:
+        mechanism = registry.get(trace.mechanism)
+    except KeyError as exc:
+        raise TraceError(f"{source}: {exc.args[0]}") from None
+    try:
+        return mechanism.make_model(trace.config, variant or trace.variant)
+    except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
+        raise TraceError(f"{source}: cannot build the {trace.mechanism} model: {exc}") from None
+
+
+def replay(
+    trace: Trace,
+    source: str,
+    *,
+    against: str = "model",
+    variant: str | None = None,
+    check_vars: bool = True,
+) -> ReplayResult:
+    """Re-run the trace's actions; raise `TraceError` where the trace does not fit, else report failures.
+
+    `against` is "model" or "reference"; `variant` replays the same actions on another variant
+    (then recorded states are not compared, since they are expected to differ).
+    """
+    model = model_for(trace, source, variant)
+    implementation: Implementation | None = None
+    if against == "reference":
+        make = registry.get(trace.mechanism).make_reference
+        if make is None:
+            raise TraceError(f"{source}: {trace.mechanism} has no reference implementation to replay against")
+        implementation = make(trace.config, variant or trace.variant)
+    elif against != "model":
+        raise TraceError(f"{source}: cannot replay against {against!r} (model or reference)")
+    compare = check_vars and variant in (None, trace.variant)
+    known = set(model.action_names)
+    lockstep = Lockstep(model, implementation)
+    outcome = lockstep.initial_outcome()
+    for index, step in enumerate(trace.steps):
+        if index > 0:
+            if step.action.name not in known:
+                unknown = step.action.name
+                raise TraceError(f"{source}: step {index}: unknown action {unknown!r} for {trace.mechanism}")
+            try:
+                outcome = lockstep.apply(step.action)
+            except ActionNotEnabled as exc:
+                raise TraceError(f"{source}: step {index}: {exc}") from None
+        replayed = normalise(outcome.vars)
+        if compare and isinstance(replayed, dict) and replayed != step.vars:
+            diff = next(n for n in sorted(set(replayed) | set(step.vars)) if replayed.get(n) != step.vars.get(n))
+            detail = f"variable {diff!r}: recorded {step.vars.get(diff)!r}, replayed {replayed.get(diff)!r}"
+            return ReplayResult(len(trace.steps), index, (DIVERGENCE,), detail)
+        if outcome.failures:
+            return ReplayResult(len(trace.steps), index, outcome.failures, outcome.detail)
+    kind, names = trace.failure.get("kind"), trace.failure.get("names")
+    if kind in STUCK_KINDS and isinstance(names, list) and names:
+        try:
+            why = stuck_detail(model, lockstep.state, str(kind), str(names[0]))
+        except TraceError as exc:
+            raise TraceError(f"{source}: {exc}") from None
+        if why is not None:
+            last = len(trace.steps) - 1
+            return ReplayResult(len(trace.steps), last, (str(names[0]),), f"{kind}: {why}")
+    return ReplayResult(len(trace.steps), None, ())
+
+
+def reproduction_problems(path: Path, current: str | None = None) -> list[str]:
+    """What is wrong with a saved counterexample: empty when it still reproduces as recorded.
+
+    The trace must fail at the recorded step with the recorded invariants, on the model and on
+    the reference implementation; and when it was found on a historical variant, the same actions
+    must pass on `current` wherever they are enabled there (the bug stays fixed).
+    """
+    trace = load(path)
+    problems: list[str] = []
+    expected_step = trace.failure.get("step")
+    names = trace.failure.get("names")
+    expected_names = sorted(str(n) for n in names) if isinstance(names, list) else []
+    mechanism = registry.get(trace.mechanism)
+    sides = ["model"] + (["reference"] if mechanism.make_reference is not None else [])
+    for side in sides:
+        result = replay(trace, str(path), against=side)
+        if result.step != expected_step or sorted(result.failures) != expected_names:
+            problems.append(
+                f"{path}: against the {side}: expected {expected_names} at step {expected_step}, "
+                f"got {list(result.failures)} at step {result.step} {result.detail}".rstrip()
+            )
+    fixed = current or mechanism.current
+    if trace.variant != fixed:
+        try:
+            result = replay(trace, str(path), variant=fixed, check_vars=False)
+        except TraceError:
+            result = ReplayResult(0, None, ())  # the historical actions are not all possible on current
+        if not result.ok:
+            problems.append(f"{path}: still fails on {fixed}: {list(result.failures)} at step {result.step}")
+    return problems
+

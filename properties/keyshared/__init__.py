@@ -1,0 +1,1 @@
+"""The keyshared mechanism's binding: its configurations, reference adapter and Z3 proofs."""

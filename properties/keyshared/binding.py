@@ -1,0 +1,412 @@
+"""Key_Shared draining hashes bound to the engines: the reference adapter and the registry entry.
+
+`KeySharedReference` drives `reference_impl.keyshared.KeySharedDispatcher` with the model's actions
+and is the harness's client: it keeps its own record of what each consumer was delivered and still
+holds (from the dispatcher's delivery log, acks, redelivery requests and disconnects), of the keys it
+published (hashed by the model's own `sticky_hash`, not the reference's), of what it acked and of who
+joined with which name, and judges the reference against that record only, never against the
+reference's own opinion: KS-I1 and KS-I4 on what the clients hold, KS-I2 by comparing each tracker
+entry with the drainer's held messages and the canonical ring, and KS-I8 by comparing the
+reference's ring (points, selected and colliding consumers) and name indexes with the canonical
+ring of the recorded joins. It projects the reference onto exactly the model's variables.
+Interleaved acks and flows run inside the reference's own `interleave` callback, and the storage gap
+is the reference's `begin_read`/`complete_read`.
+
+A configuration with `scope: tracker` selects the smaller scope of `PendingAcksMap` and
+`DrainingHashesTracker` alone (`models/keyshared_tracker.py`, `properties/keyshared/tracker.py`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from models.core import Action, Json, Model, Observation, Param
+from models.keyshared import (
+    ACTION_NAMES,
+    CAME_BACK,
+    NORMAL,
+    PROMOTED,
+    UNBLOCKED_IN_PASS,
+    UNKNOWN_HASH,
+    KeySharedModel,
+    claims,
+    sticky_hash,
+)
+from models.keyshared_tracker import EXPLORE_CONFIG as TRACKER_EXPLORE_CONFIG
+from models.keyshared_tracker import HYPOTHESIS_CONFIG as TRACKER_HYPOTHESIS_CONFIG
+from models.keyshared_tracker import WIDE_EXPLORE_CONFIG as TRACKER_WIDE_EXPLORE_CONFIG
+from models.keyshared_tracker import KeySharedTrackerModel
+from properties.engines.lockstep import Implementation
+from properties.keyshared import proofs as keyshared_z3
+from properties.keyshared.tracker import KeySharedTrackerReference
+from properties.registry import Mechanism
+from reference_impl.keyshared import LEDGER_ID, Consumer, KeySharedDispatcher, Position, ReadOp
+
+
+def _int(action: Action, name: str) -> int:
+    value = action[name]
+    assert isinstance(value, int) and not isinstance(value, bool)
+    return value
+
+
+def _entries(positions: Iterable[Position]) -> list[Json]:
+    """Positions of ledger 1 as sorted entry ids, as the model's variables hold them."""
+    return [p[1] for p in sorted(positions)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _sorted_claims(
+    join: tuple[tuple[str, int], ...], points: int, range_max: int
+) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """`claims` by ascending point, cached: a walk asks for the same few join orders at every step."""
+    return tuple((point, tuple(slots)) for point, slots in sorted(claims(join, points, range_max).items()))
+
+
+class KeySharedReference:
+    """The reference dispatcher of one variant plus the harness's client record."""
+
+    def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:
+        model = KeySharedModel(config, variant)  # the model parses and completes the configuration
+        self.keys = model.keys
+        self.exempt_nacked_p = model.exempt_nacked_p
+        self.points, self.range_max = model.points, model.range_max
+        self.d = KeySharedDispatcher(
+            variant,
+            replica_points=model.points,
+            hash_range_max=model.range_max,
+            read_batch_size=model.read_batch_size,
+            look_ahead_per_consumer=model.look_ahead[0],
+            look_ahead_per_subscription=model.look_ahead[1],
+        )
+        self.consumers: dict[int, Consumer] = {}
+        self.held: dict[int, set[Position]] = {}
+        self.nacked: set[Position] = set()
+        self.in_flight: dict[str, ReadOp] = {}
+        self.settled = False
+        self.pinned: tuple[int, ...] = ()
+        self.seen = 0
+        self.delivered: list[Json] = []
+        self.out_of_order = False
+        self.hashes: list[int] = []  # per entry id, the hash of the key the harness published
+        self.acked: set[int] = set()  # entry ids the clients acked
+        self.joins: list[tuple[int, str, int]] = []  # (id, name, name index) of the connected, in join order
+        self.events: set[str] = set()
+
+    # ------------------------------------------------------------------ client record
+
+    def _sync(self) -> None:
+        """Take in the deliveries made since the last call, checking KS-I4 at each one (§5)."""
+        d = self.d
+        for delivery in d.deliveries[self.seen :]:
+            cid, position = delivery.consumer.consumer_id, delivery.position
+            held = self.held[cid]
+            exempt = self.exempt_nacked_p and position in self.nacked
+            for entry_id in range(0 if exempt else position[1]):
+                earlier = (LEDGER_ID, entry_id)
+                if (
+                    self.hashes[entry_id] == self.hashes[position[1]]
+                    and entry_id not in self.acked
+                    and earlier not in held
+                    and earlier not in self.nacked
+                ):
+                    self.out_of_order = True
+            self.nacked.discard(position)
+            held.add(position)
+            self.delivered.append([cid, position[1]])
+        self.seen = len(d.deliveries)
+
+    def _ack(self, cid: int, entry_id: int) -> None:
+        self.held[cid].discard((LEDGER_ID, entry_id))
+        self.acked.add(entry_id)
+        self.d.ack(self.consumers[cid], (LEDGER_ID, entry_id))
+
+    def _interleave(self, stage: str, index: int, hook: tuple[Param, ...]) -> bool:
+        """Run the hook's ack or flow at its (stage, index); True once it ran (or was skipped there)."""
+        if (stage, index) != hook[:2]:
+            return False
+        self._sync()
+        name, cid, value = hook[2:]
+        assert isinstance(cid, int) and isinstance(value, int)
+        if cid in self.consumers:
+            if name == "flow":
+                self.d.flow(self.consumers[cid], value)
+            elif (LEDGER_ID, value) in self.held[cid]:
+                unblocks = len(self.d.unblock_calls)
+                self._ack(cid, value)
+                if len(self.d.unblock_calls) > unblocks:
+                    self.events.add(UNBLOCKED_IN_PASS)
+        return True
+
+    # ------------------------------------------------------------------ Implementation
+
+    def apply(self, action: Action) -> Observation:
+        d, name = self.d, action.name
+        self.delivered = []
+        self.events = set()
+        draining = dict(d.tracker.draining_hashes) if d.tracker is not None else {}
+        observation: dict[str, Json] = {}
+        if name == "add":
+            cid, joiner = _int(action, "consumer"), str(action["name"])
+            consumer = Consumer(joiner, cid, _int(action, "permits"))
+            used = {index for _, n, index in self.joins if n == joiner}
+            self.joins.append((cid, joiner, next(i for i in range(len(used) + 1) if i not in used)))
+            d.add_consumer(consumer)
+            self.consumers[cid] = consumer
+            self.held[cid] = set()
+        elif name == "remove":
+            cid = _int(action, "consumer")
+            leaver = self.consumers.pop(cid)
+            if any(selected is leaver and any(c is not leaver for c in colliding)
+                   for _, selected, colliding in d.selector.ring_entries()):
+                self.events.add(PROMOTED)
+            self.joins = [j for j in self.joins if j[0] != cid]
+            d.remove_consumer(leaver)
+            del self.held[cid]
+        elif name == "publish":
+            key = str(action["key"])
+            self.hashes.append(sticky_hash(key, self.range_max))
+            d.publish(key)
+        elif name == "flow":
+            d.flow(self.consumers[_int(action, "consumer")], _int(action, "n"))
+        elif name == "ack":
+            self._ack(_int(action, "consumer"), _int(action, "position"))
+        elif name == "redeliver":
+            cid, position = _int(action, "consumer"), (LEDGER_ID, _int(action, "position"))
+            self.held[cid].discard(position)
+            self.nacked.add(position)
+            d.redeliver_unacknowledged(self.consumers[cid], [position])
+        elif name == "redeliver_all":
+            cid = _int(action, "consumer")
+            self.nacked |= self.held[cid]
+            self.held[cid] = set()
+            d.redeliver_unacknowledged(self.consumers[cid])
+        elif name == "read":
+            d.read_more_entries()
+        elif name == "fire":
+            d.fire_scheduled_read()
+        elif name == "run":
+            d.run_until_quiescent()
+        elif name == "begin_read":
+            op = d.begin_read()
+            if op is not None:
+                self.in_flight[op.read_type.value] = op
+            observation["read"] = [op.read_type.value, [p[1] for p in op.positions]] if op else ["None", []]
+        elif name == "complete_read":
+            d.complete_read(self.in_flight.pop(str(action["kind"])))
+        elif name == "interleaved_read":
+            inner = action["inner"]
+            assert isinstance(inner, tuple)
+            hook = (action["stage"], action["index"], *inner)
+            done = [False]
+
+            def interleave(stage: str, index: int) -> None:
+                if not done[0]:
+                    done[0] = self._interleave(stage, index, hook)
+
+            d.read_more_entries(interleave)
+        else:  # settle
+            stubborn = _int(action, "stubborn")
+            self.settled = True
+            self.pinned = tuple(sorted(p[1] for p in self.held[stubborn])) if stubborn else ()
+        self._sync()
+        if any(h not in (d.tracker.draining_hashes if d.tracker else {}) and e.consumer.connected
+               and d.selector.select(h) is e.consumer for h, e in draining.items()):
+            self.events.add(CAME_BACK)
+        observation["delivered"] = self.delivered
+        return observation
+
+    def vars(self) -> dict[str, Json]:
+        d = self.d
+        index = d.selector.consumer_name_index_tracker.get_tracked_index
+        tracker = d.tracker.draining_hashes if d.tracker is not None else {}
+        joined = d.recently_joined.items() if d.recently_joined is not None else []
+        return {
+            "messages": [d.key_of((LEDGER_ID, e)).decode("utf-8") for e in range(d.entry_count())],
+            "consumers": [[c.consumer_id, c.name, index(c), c.permits] for c in d.consumers],
+            "pending": [[c.consumer_id, [e for _l, e, _r, _h in c.pending_acks.items()]] for c in d.consumers],
+            "held": [[c.consumer_id, _entries(self.held[c.consumer_id])] for c in d.consumers],
+            "ring": [
+                [a.range.start, a.range.end, a.consumer.consumer_id]
+                for a in d.selector.get_consumer_hash_assignments_snapshot().assignments
+            ],
+            "read_position": d.read_position[1],
+            "mark_delete": d.mark_delete_position[1],
+            "acked": _entries(d.individually_acked),
+            "replay": [[p[1], UNKNOWN_HASH if h is None else h] for p, h in d.replay_queue.items()],
+            "draining": [
+                [h, e.consumer.consumer_id, e.ref_count, e.blocked_count > 0] for h, e in sorted(tracker.items())
+            ],
+            "recently_joined": [[c.consumer_id, p[1]] for c, p in joined],
+            "last_sent": [] if d.last_sent_position is None else [d.last_sent_position[1]],
+            "sent": _entries(d.individually_sent_positions),
+            "scheduled_read": d.scheduled_read,
+            "skip_next_replay": d.skip_next_replay_to_trigger_look_ahead,
+            "stuck_on_replays": d.is_dispatcher_stuck_on_replays,
+            "reads_in_flight": [
+                [kind, [p[1] for p in self.in_flight[kind].positions]]
+                for kind in sorted(self.in_flight, key=lambda k: k != NORMAL)
+            ],
+            "rewind_pending": d.should_rewind_before_reading_or_replaying,
+            "nacked": _entries(p for p in self.nacked if not d.is_acked(p)),
+            "settled": self.settled,
+            "pinned": list(self.pinned),
+            "events": [event for event in sorted(self.events)],
+        }
+
+    def violations(self) -> list[str]:
+        """The model's invariants judged on the harness's own record (see the module doc)."""
+        out: list[str] = []
+        if not self._ring_canonical():
+            out.append("KS-I8")
+        holders: dict[int, int] = {}
+        for cid, held in self.held.items():
+            for position in held:
+                if holders.setdefault(self.hashes[position[1]], cid) != cid and "KS-I1" not in out:
+                    out.append("KS-I1")
+        if self.d.tracker is not None and not self._tracker_consistent():
+            out.append("KS-I2")
+        if self.out_of_order:
+            out.append("KS-I4")
+        return out
+
+    def _canonical_ring(self) -> list[tuple[int, int, tuple[int, ...]]]:
+        """KS-I8 from the recorded joins: per point, the earliest claimer selected, the rest colliding."""
+        ids = [cid for cid, _, _ in self.joins]
+        join = tuple((name, index) for _, name, index in self.joins)
+        return [(point, ids[slots[0]], tuple(ids[s] for s in slots[1:]))
+                for point, slots in _sorted_claims(join, self.points, self.range_max)]
+
+    def _ring_canonical(self) -> bool:
+        """KS-I8: the reference's ring and name indexes are those of the recorded joins."""
+        selector = self.d.selector
+        ring = [(point, selected.consumer_id, tuple(c.consumer_id for c in colliding))
+                for point, selected, colliding in selector.ring_entries()]
+        indexes = selector.consumer_name_index_tracker.get_tracked_index
+        return ring == self._canonical_ring() and all(
+            indexes(self.consumers[cid]) == index for cid, _, index in self.joins
+        )
+
+    def _tracker_consistent(self) -> bool:
+        """KS-I2, both ways: the tracker holds exactly one entry (C, H, n) for each hash H that a
+        connected C holds n messages of while the canonical ring gives H to another consumer (so an
+        entry never outlives its drainer's messages, and a moved hash is never forgotten). The counts
+        are of pending acks, which in scope are exactly what the clients hold (§5, client view): a
+        pending-ack map that drops or invents a held message breaks the counting at its root."""
+        tracker = self.d.tracker
+        assert tracker is not None
+        if any({(ledger, entry) for ledger, entry, _r, _h in c.pending_acks.items()} != self.held[cid]
+               for cid, c in self.consumers.items()):
+            return False
+        ring = self._canonical_ring()
+        points = [point for point, _, _ in ring]
+        expected: dict[int, tuple[int, int]] = {}
+        for cid, held in self.held.items():
+            counts: dict[int, int] = {}
+            for position in held:
+                counts[self.hashes[position[1]]] = counts.get(self.hashes[position[1]], 0) + 1
+            for h, count in counts.items():
+                at = bisect.bisect_left(points, h)
+                if ring[at if at < len(ring) else 0][1] != cid and expected.setdefault(h, (cid, count)) != (cid, count):
+                    return False
+        actual = {h: (e.consumer.consumer_id, e.ref_count) for h, e in tracker.draining_hashes.items()}
+        return actual == expected and all(
+            self.consumers.get(e.consumer.consumer_id) is e.consumer for e in tracker.draining_hashes.values()
+        )
+
+
+# The gate leaves out the two spec gaps described in models/keyshared.py, where pip379 breaks KS-I4
+# as the spec words it: no disconnect while a Replay read is in flight (A), and a message released by
+# a negative ack is exempt from per-key order (B). The corpus keeps a counterexample for each.
+GATE: dict[str, Param] = {"disconnect_during_replay_read": False, "exempt_nacked_p": True}
+# Two names whose second joiner (a second "consumer1") takes key "4" from the first, keys "4" and "5"
+# (consumer1's with {consumer1, consumer2}), one permit each: the smallest rings where every variant's
+# bug and #21199 show. Each configuration is explored completely for pip379 in seconds.
+_TWO: dict[str, Param] = {
+    **GATE,
+    "names": ("consumer1", "consumer2"),
+    "keys": ("4", "5"),
+    "max_consumers": 2,
+    "max_messages": 2,
+    "add_permits": (1,),
+    "flow": (1,),
+    "max_permits": 1,
+}
+# Issue 22's corners, small enough to replay every transition within the conformance budget, and
+# first, so that a planted bug there is found in seconds.
+# "collide": a ring of 7 hashes and 2 points, where consumer1's point 3 collides with consumer2's and a
+# second consumer1's point 1 with consumer2's; key "2" hashes to the shared point 3 and "0" to 7 (which
+# wraps around to point 1). A leaver's shared point is promoted to the consumer colliding there.
+# "ackjump": three messages and three permits, so that a drainer holds two messages of the moved key
+# "4" while an earlier one is acked and mark-delete passes entries of the draining hash.
+# "unblock": the moved key alone and reads with an ack inside the pass, so that the drainer's ack
+# releases the hash while the replay filter or the dispatch pass is still looking at later entries.
+_CORNER_ACTIONS = ("add", "publish", "ack", "read")
+_CORNERS: dict[str, Mapping[str, Param]] = {
+    "collide": {**_TWO, "range_max": 7, "points": 2, "keys": ("2", "0"), "actions": (*_CORNER_ACTIONS, "remove")},
+    "ackjump": {**_TWO, "max_messages": 3, "add_permits": (3,), "max_permits": 3, "actions": _CORNER_ACTIONS},
+    "unblock": {**_TWO, "keys": ("4",), "max_messages": 3, "add_permits": (1, 2), "max_permits": 2,
+                "actions": (*_CORNER_ACTIONS, "interleaved_read")},
+}
+EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
+    **_CORNERS,
+    "small": {**_TWO, "actions": ("add", "remove", "publish", "flow", "ack", "redeliver", "redeliver_all", "read",
+                                  "settle")},
+    "gap": {**_TWO, "actions": ("add", "remove", "publish", "flow", "ack", "read", "fire", "run", "begin_read",
+                                "settle")},
+    "interleave": {**_TWO, "max_messages": 3, "add_permits": (1, 2), "max_permits": 2, "interleave": 2,
+                   "actions": ("add", "remove", "publish", "ack", "read", "interleaved_read")},
+}
+_HOT_ACTIONS = ("add", "remove", "publish", "flow", "ack", "redeliver", "read")
+_HOT: dict[str, Param] = {**GATE, "names": ("consumer1", "consumer2"), "keys": ("4",), "max_messages": 5,
+                          "add_permits": (2,), "max_permits": 2, "actions": _HOT_ACTIONS}
+HYPOTHESIS_CONFIGS: dict[str, Mapping[str, Param]] = {
+    # One hot key and few step kinds, so the historical variants' bugs are a few steps away.
+    "hot": _HOT,
+    # Every step kind, three consumers and the spec's keys (§6: "4" moves to consumer3, "0" is
+    # consumer2's, "5" consumer1's), six messages. Settling freezes the consumers for the rest of a run
+    # and pins the stubborn one's messages, so the safety invariants are also checked there.
+    "spec": {**GATE, "actions": tuple(a for a in ACTION_NAMES if a != "complete_read")},
+    # The hot key with settling: a stubborn consumer pinning a hash that drains towards a second
+    # "consumer1" (the spec configuration's three names rarely get there).
+    "settled": {**_HOT, "actions": (*_HOT_ACTIONS, "settle")},
+}
+
+
+def _tracker_scope(config: Mapping[str, Param] | None) -> bool:
+    """`scope: tracker` selects the PendingAcksMap + DrainingHashesTracker scope (models/keyshared_tracker.py)."""
+    return config is not None and config.get("scope") == "tracker"
+
+
+def make_model(config: Mapping[str, Param] | None, variant: str) -> Model[Any]:
+    return KeySharedTrackerModel(config, variant) if _tracker_scope(config) else KeySharedModel(config, variant)
+
+
+def make_reference(config: Mapping[str, Param] | None, variant: str) -> Implementation:
+    if _tracker_scope(config):
+        return KeySharedTrackerReference(config, variant)
+    return KeySharedReference(config, variant)
+
+
+# EXPLORE_CONFIGS and HYPOTHESIS_CONFIGS are the dispatcher scope's; the registry adds the tracker
+# scope's under the name "tracker" (last, so the dispatcher's stay the defaults).
+MECHANISM = Mechanism(
+    name="keyshared",
+    spec="shared/spec/keyshared.md",
+    make_model=make_model,
+    make_reference=make_reference,
+    current="pip379",
+    twins={"classic": "KS-I1", "pip282": "KS-I1"},
+    # Replayed in full first (the corners and the tracker scope: seconds each), the broad bounded ones last,
+    # so a bug within the small configurations is killed before minutes go to the large ones.
+    explore_configs={**_CORNERS, "tracker": TRACKER_EXPLORE_CONFIG, "tracker-wide": TRACKER_WIDE_EXPLORE_CONFIG,
+                     **{k: v for k, v in EXPLORE_CONFIGS.items() if k not in _CORNERS}},
+    hypothesis_configs={**HYPOTHESIS_CONFIGS, "tracker": TRACKER_HYPOTHESIS_CONFIG},
+    proofs=keyshared_z3.proofs,
+    bench=keyshared_z3.bench,
+    # The corner configurations (collide, ackjump, unblock) and the tracker are replayed in full; the
+    # three broad ones have 60-200k transitions each, so the tour takes their shallowest ones.
+    conformance_steps={"small": 50_000, "gap": 50_000, "interleave": 50_000},
+)

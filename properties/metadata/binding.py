@@ -1,0 +1,415 @@
+"""Bind the metadata-store model (`models.metadata`) to its reference (`reference_impl.metadata`).
+
+`MetadataReference` drives one `World` with one zk store and one cache through the model's
+actions: a client action submits the call to that client's thread and runs the segment at once,
+`run(thread)` and `advance` are the world's own choices, `close` is called by the harness between
+steps (it never blocks). `vars` projects the reference onto exactly the model's variables, and
+`violations` checks the model's invariants (MD-I1..I5, MD-I7) on the reference's logs (serde,
+notifications, flushes, op futures, wait-for graph), so a reference bug is caught even where the
+model agrees with it.
+
+**Rule for `violations`: the expected answer never comes from the code under test.** Where a check
+needs to know where work belongs, it computes it from the spec: MD-I1's worker is
+`<N>-worker-OrderedExecutor-<choose_thread_index(p, n)>-0` from the model's own `choose_thread_index`
+(never `store.worker.choose_thread`), MD-I2's thread is `<N>-event` (legacy `<N>`) from the store name
+(never `store.event_executor`), and MD-I7 decodes the tree's bytes itself. MD-I1 and MD-I2 are also
+judged on the queues: a serde or notification task queued on the wrong thread is reported when it
+is submitted, since the model, which queues it right, never runs the wrong thread to execute it.
+The logs are the World's instrumentation of what ran where (each record is written by the simulated
+thread that did the work); the wait-for graph and `quiescent()` are the scheduler's, which the
+harness drives and whose own behaviour is tested separately.
+
+`bench` measures the cost properties (MD-I6, MD-P1) the zero-cost model leaves out, on the spec's loads.
+
+A world whose tasks are suspended holds their greenlets; the adapter disposes it when it is closed
+or garbage-collected (`weakref.finalize`), so suspended tasks unwind at a known point, and its
+closures never capture the adapter itself, so dropping the adapter is enough. The world starts no
+OS thread, so the conformance engine may fork its workers after replaying metadata walks.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+import weakref
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from models.core import Action, Json, Observation, Param
+from models.metadata import (
+    CURRENT,
+    EXPLORE_CONFIGS,
+    HYPOTHESIS_CONFIG,
+    MetadataModel,
+    choose_thread_index,
+    client_label,
+)
+from properties.engines.lockstep import DIVERGENCE
+from properties.metadata.proofs import proofs
+from properties.registry import Mechanism
+from reference_impl.metadata import (
+    Costs,
+    GetResult,
+    JsonSerde,
+    MetadataStore,
+    RecordingSerde,
+    SimFuture,
+    Stat,
+    World,
+    ZkBackend,
+    join,
+)
+
+_PATH_IN_LABEL = re.compile(r"\((/[^),]*)\)")
+"""The path in a task label such as `async:get(/a)` or `serialize(/a)`."""
+
+
+def cycle_edges(graph: nx.DiGraph) -> list[list[str]]:
+    """The wait-for edges that lie on a cycle, sorted: the same canonical form as the model's `deadlock`."""
+    edges = list(graph.edges(data="label"))
+    if not edges:
+        return []
+    component = {}
+    for i, nodes in enumerate(nx.strongly_connected_components(graph)):
+        if len(nodes) > 1:
+            component.update(dict.fromkeys(nodes, i))
+    return sorted([u, v, label] for u, v, label in edges if u == v or component.get(u, -1) == component.get(v, -2))
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_model(config: tuple[tuple[str, Param], ...], variant: str) -> MetadataModel:
+    return MetadataModel(dict(config), variant)
+
+
+def make_model(config: Mapping[str, Param] | None, variant: str) -> MetadataModel:
+    """The model for `config` and `variant`; models are immutable, so one is shared per configuration."""
+    frozen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in (config or {}).items()))
+    return _cached_model(frozen, variant)
+
+
+class MetadataReference:
+    """The reference store, cache and client threads, stepped by model actions."""
+
+    def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:
+        self.model = make_model(config, variant)
+        m = self.model
+        self.world = world = World(seed=0)
+        self._finalizer = weakref.finalize(self, world.dispose)
+        backend = ZkBackend(world)
+        for p, node in zip(m.paths, m.initial_tree, strict=True):
+            if node is not None:
+                backend.tree.data[p] = (str(node[0]).encode(), node[1])
+        self.store = MetadataStore(
+            world,
+            m.name,
+            backend=backend,
+            threading="legacy" if variant == "legacy" else "pip453",
+            batching_enabled=m.batching,
+            max_delay_ms=m.period,
+            max_operations=m.max_operations,
+            num_serdes_threads=m.n_workers,
+        )
+        self.serde: RecordingSerde[Any] = RecordingSerde(JsonSerde())
+        self.cache = self.store.metadata_cache(self.serde)
+        self.clients = [world.thread(f"client-{c}") for c in range(len(m.clients))]
+        self.cycle: list[list[str]] = []
+        self.disagreement = ""
+
+    def close(self) -> None:
+        """Dispose the world: unwind its suspended tasks now rather than whenever the GC frees them."""
+        self._finalizer()
+
+    # -- Implementation ----------------------------------------------------------------------------
+    def apply(self, action: Action) -> Observation:
+        """Step the world; a choice the reference does not offer is a divergence it reports, not a crash."""
+        w = self.world
+        self.disagreement = ""
+        if action.name in ("run", "advance"):
+            offered = [arg for kind, arg in w.choices() if kind == action.name]
+            names = [t if isinstance(t, int) else t.name for t in offered]
+            wanted = str(action["thread"]) if action.name == "run" else None
+            if (wanted not in names) if action.name == "run" else len(offered) != 1:
+                self.disagreement = f"the reference does not offer {action} (it offers {names})"
+            else:
+                w.step((action.name, wanted if wanted is not None else offered[0]))
+        elif action.name == "close":
+            self.store.close()
+        else:
+            client = self.clients[int(action["c"])]  # type: ignore[arg-type]
+            client.execute(self._call(action), label=client_label(action))
+            w.step(("run", client))
+        self.cycle = cycle_edges(w.wait_for_graph())
+        return None
+
+    def _call(self, action: Action) -> Callable[[], object]:
+        """The client call; it closes over the store and cache, never over the adapter."""
+        store, cache = self.store, self.cache
+        p = str(action["p"])
+        q = str(action.get("q", p))
+
+        def blocking(_: object) -> object:
+            return join(store.get(q))
+
+        calls: dict[str, Callable[[], object]] = {
+            "get": lambda: store.get(p),
+            "put": lambda: store.put(p, str(len(store.ops) + 1).encode()),
+            "delete": lambda: store.delete(p),
+            "cache_get": lambda: cache.get(p),
+            "refresh": lambda: cache.refresh(p),
+            "callback": lambda: cache.get(p).then_apply(blocking),
+            "store_callback": lambda: store.get(p).then_apply(blocking),
+        }
+        return calls[action.name]
+
+    def vars(self) -> dict[str, Json]:
+        w, store = self.world, self.store
+        threads: dict[str, Json] = {}
+        for t in w.thread_states():
+            if t.queued or t.current is not None:
+                threads[t.name] = {
+                    "queue": list(t.queued),
+                    "task": t.current or "",
+                    "at": t.suspended_at or "",
+                    "wait": t.blocked_on or "",
+                }
+        timers = [tm.deadline for tm in w._timers]
+        key_locks = {p: lock.holder for p, lock in self.cache._key_locks.items() if lock.holder is not None}
+        return {
+            "now": w.now,
+            "closed": store.closed,
+            "threads": threads,
+            "read_q": [op.id for op in store.read_q],
+            "write_q": [op.id for op in store.write_q],
+            "ops": [[op.future.label, _outcome(op.future)] for op in store.ops],
+            "tree": {p: [int(data), version] for p, (data, version) in store.backend.tree.data.items()},
+            "cache": {p: _entry(f) for p, f in self.cache.entries.items()},
+            "flush_lock": (store.flush_lock.holder or "") if store.flush_lock is not None else "",
+            "flush_in_progress": store.flush_in_progress,
+            "key_locks": key_locks,  # type: ignore[dict-item]
+            "flush_timer": timers[0] if timers else -1,
+            "deadlock": self.cycle,  # type: ignore[dict-item]
+            "stuck": w.stuck(),
+        }
+
+    def violations(self) -> list[str]:
+        w, store = self.world, self.store
+        out = [DIVERGENCE] if self.disagreement else []
+        if self.model.pip453 and not (_md_i1(self.model, self.serde) and _serde_queued_right(self.model, w)):
+            out.append("MD-I1")
+        if not (_md_i2(w, self.model) and _notifications_queued_right(self.model, w)):
+            out.append("MD-I2")
+        if not _md_i3(w):
+            out.append("MD-I3")
+        quiescent = w.quiescent()
+        if any(f.attempts > 1 for f in w.op_futures) or (quiescent and not all(f.done() for f in w.op_futures)):
+            out.append("MD-I4")
+        if self.cycle or w.stuck():
+            out.append("MD-I5")
+        if quiescent and not store.closed and not _md_i7(store, self.cache):
+            out.append("MD-I7")
+        return out
+
+
+def _outcome(f: SimFuture[Any]) -> Json:
+    if not f.done():
+        return "pending"
+    error = f.exception()
+    if error is not None:
+        return type(error).__name__
+    value = f.result()
+    if value is None:
+        return "absent" if f.label.startswith("get(") else "deleted"
+    if isinstance(value, GetResult):
+        return [int(value.value), value.stat.version]
+    assert isinstance(value, Stat)
+    return value.version
+
+
+def _entry(f: SimFuture[Any]) -> Json:
+    if not f.done():
+        return "pending"
+    if f.failed():
+        return "failed"
+    r = f.result()
+    return "absent" if r is None else [r.value, r.stat.version]
+
+
+def worker_of(model: MetadataModel, path: str) -> str:
+    """The thread the spec assigns `path`'s serde to (§2.1), computed without the reference's executor."""
+    return f"{model.name}-worker-OrderedExecutor-{choose_thread_index(path, model.n_workers)}-0"
+
+
+def _md_i1(model: MetadataModel, serde: RecordingSerde[Any]) -> bool:
+    """Every serde of p on p's worker by the spec's hash, and p's serde tasks start in submission order."""
+    last: dict[str, int] = {}
+    for r in serde.records:
+        if r.thread != worker_of(model, r.path) or r.task is None or r.task < last.get(r.path, -1):
+            return False
+        last[r.path] = r.task
+    return True
+
+
+def _serde_queued_right(model: MetadataModel, world: World) -> bool:
+    """MD-I1 one step early: a cache serde task (`serialize(p)`, or `async:get(p)`, the decode continuation;
+    only the cache submits async continuations) sits only on p's worker by the spec's hash, and a worker
+    holds no task of another path."""
+    prefix = f"{model.name}-worker-"
+    for t in world.thread_states():
+        for label in (*t.queued, *((t.current,) if t.current else ())):
+            path = _PATH_IN_LABEL.search(label)
+            serde = label.startswith(("async:", "serialize("))
+            if (serde or t.name.startswith(prefix)) and (path is None or worker_of(model, path.group(1)) != t.name):
+                return False
+    return True
+
+
+def event_thread(model: MetadataModel) -> str:
+    """The thread the spec delivers notifications on (§4.1): `<N>-event`, legacy `<N>`."""
+    return model.name if model.variant == "legacy" else f"{model.name}-event"
+
+
+def _notifications_queued_right(model: MetadataModel, world: World) -> bool:
+    """MD-I2 one step early: a notification task (`notify:...`) is only ever queued on the event thread."""
+    event = event_thread(model)
+    return all(
+        t.name == event
+        for t in world.thread_states()
+        for label in (*t.queued, *((t.current,) if t.current else ()))
+        if label.startswith("notify:")
+    )
+
+
+def _md_i2(world: World, model: MetadataModel) -> bool:
+    """Delivered on `<N>-event` (legacy `<N>`), one at a time, in arrival order."""
+    event = event_thread(model)
+    started = sorted((r for r in world.notification_log if r.start_seq is not None), key=lambda r: r.start_seq)
+    if any(r.thread != event for r in started):
+        return False
+    return all(
+        a.arrival_seq < b.arrival_seq and a.end_seq is not None and b.start_seq is not None and a.end_seq < b.start_seq
+        for a, b in itertools.pairwise(started)
+    )
+
+
+def _md_i3(world: World) -> bool:
+    """No two flushes overlap, and read batches come before write batches."""
+    records = sorted(world.flush_log, key=lambda r: r.start_seq)
+    if any(a.end_seq is None or a.end_seq > b.start_seq for a, b in itertools.pairwise(records)):
+        return False
+    return all([k for k, _ in r.batches] == sorted(k for k, _ in r.batches) for r in records)
+
+
+def _md_i7(store: MetadataStore, cache: Any) -> bool:
+    tree = store.backend.tree.data
+    for path, f in cache.entries.items():
+        if not f.done() or f.failed():
+            continue
+        r = f.result()
+        node = tree.get(path)
+        if (r is None) != (node is None) or (r is not None and node is not None and (r.stat.version, r.value) != (
+            node[1], int(node[0])
+        )):
+            return False
+    return True
+
+
+def _percentile(values: list[int], q: int) -> int:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, -(-q * len(ordered) // 100) - 1)]
+
+
+def _load(
+    threading: str, paths: list[str], puts: list[int], *, serde_ms: int, workers: int = 1, schedule: str = "fixed_rate",
+    until: int | None = None,
+) -> dict[str, Any]:
+    """Cold-cache loads of `paths` at t=0 and one put of "/w" at each time in `puts`, FIFO-scheduled (§6a)."""
+    with World() as w:
+        client = w.scheduled_thread("client")
+        backend = ZkBackend(w)
+        for p in paths:
+            backend.tree.data[p] = (b"0", 0)
+        store = MetadataStore(
+            w, "N", backend=backend, threading="legacy" if threading == "legacy" else "pip453", max_delay_ms=5,
+            num_serdes_threads=workers, flush_schedule=schedule,  # type: ignore[arg-type]
+            costs=Costs(serde_ms=serde_ms),
+        )
+        drained = [0]
+
+        class EndOfSerde(JsonSerde):
+            """Notes when each deserialize ends: its segment's start plus the cost charged so far."""
+
+            def deserialize(self, path: str, data: bytes, stat: Stat) -> Any:
+                drained[0] = max(drained[0], w.now + w._segment_cost)
+                return super().deserialize(path, data, stat)
+
+        cache = store.metadata_cache(EndOfSerde())
+        client.schedule(lambda: [cache.get(p) for p in paths], 0)
+        for t in puts:
+            client.schedule(lambda: store.put("/w", b"1"), t)
+        if until is None:
+            w.run()
+        else:
+            w.run_until_time(until)
+        waits = [wait for _, wait in store.queue_waits]
+        hold = max((r.end - r.start for r in w.flush_log if r.end is not None), default=0)
+        return {
+            "waits": waits,
+            "hold": hold,
+            "bound": max(store.config.max_delay_ms, hold) + hold,
+            "periodic_starts": [r.start for r in w.flush_log if r.periodic],
+            "drained": drained[0],
+        }
+
+
+def bench(_folder: Path) -> dict[str, object]:
+    """§4.5/§6: queue waits (virtual ms) of the same load through legacy and pip453, and §6c's flush burst.
+
+    `canonical` is §6a (ten cold cache loads at t=0, a put at t=6, serde 2 ms); `burst` is 100 cold
+    loads at t=0 (serde 1 ms) with a put every 5 ms while the backlog drains, with 1 and 4 serde
+    threads for pip453 (`serde_drained` is when the last deserialize ended). MD-I6 is `max wait <= max(P, L)
+    + L`. `stall` runs §6c: the legacy canonical load up to t=30 with fixed rate and fixed delay; MD-P1 holds
+    when periodic flushes start >= P apart.
+    """
+    out: dict[str, object] = {}
+    canonical = [f"/l{i}" for i in range(10)]
+    burst = [f"/persistent/public/default/t{i}" for i in range(100)]
+    loads = {
+        "canonical": (canonical, [6], 2, [("legacy", 1), ("pip453", 1)]),
+        "burst": (burst, list(range(1, 100, 5)), 1, [("legacy", 1), ("pip453", 1), ("pip453", 4)]),
+    }
+    for load, (paths, puts, serde_ms, runs) in loads.items():
+        for threading, workers in runs:
+            r = _load(threading, paths, puts, serde_ms=serde_ms, workers=workers)
+            name = f"{load}_{threading}" + (f"_{workers}w" if threading == "pip453" else "")
+            waits = r["waits"]
+            for q in (50, 90, 99):
+                out[f"{name}_wait_p{q}_ms"] = _percentile(waits, q)
+            out[f"{name}_wait_max_ms"] = max(waits)
+            out[f"{name}_serde_drained_ms"] = r["drained"]
+            out[f"{name}_MD-I6"] = f"{'holds' if max(waits) <= r['bound'] else 'EXCEEDED'} (bound {r['bound']})"
+    for schedule in ("fixed_rate", "fixed_delay"):
+        r = _load("legacy", canonical, [6], serde_ms=2, schedule=schedule, until=30)
+        starts = r["periodic_starts"]
+        out[f"stall_{schedule}_flush_starts"] = " ".join(map(str, starts))
+        out[f"stall_{schedule}_max_burst"] = max(starts.count(t) for t in starts)
+        out[f"stall_{schedule}_MD-P1"] = "holds" if all(b - a >= 5 for a, b in itertools.pairwise(starts)) else "fails"
+    return out
+
+
+MECHANISM = Mechanism(
+    name="metadata",
+    spec="shared/spec/metadata_threads.md",
+    make_model=make_model,
+    make_reference=lambda config, variant: MetadataReference(config, variant),
+    current=CURRENT,
+    twins={"legacy": "MD-I5", "blocking_callback": "MD-I5"},
+    explore_configs=EXPLORE_CONFIGS,
+    hypothesis_configs={"default": HYPOTHESIS_CONFIG},
+    proofs=proofs,
+    bench=bench,
+)

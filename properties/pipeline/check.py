@@ -1,0 +1,449 @@
+"""Check an event log with Spark: quarantine, SQL window checks, and an Arrow-batched model replay.
+
+Every record either reaches the checks or lands in the quarantine with a reason (nothing is dropped
+silently). Checks that relate a record to its neighbours in the same partition are SQL window
+queries; the rest replay each partition through the current model in lockstep with the logged
+observations and states (`groupBy(key).applyInPandas`, whole partitions per Arrow batch). A
+partition that diverges is then replayed on each known-bad variant: the one that reproduces the
+log names the bug, and its run is saved as a trace `brokerspec replay` reproduces. Key_Shared's
+broker event log has its own quarantine rules, SQL checks and `mapInArrow` replay
+(`keyshared_check`); the flow around them is this module's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pandas as pd
+from pyspark.accumulators import Accumulator
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from models.core import Action, ActionNotEnabled, Json, Model, Observation, Param
+from properties import registry
+from properties.engines.lockstep import DIVERGENCE, Lockstep
+from properties.engines.replay import record
+from properties.pipeline import keyshared_check
+from properties.pipeline.ingest import (
+    UnusableInput,
+    checkable,
+    duplicate_reason,
+    prepare,
+    quarantine,
+    read_log,
+    tally,
+)
+from properties.pipeline.schema import spec
+from properties.pipeline.simulate import model as build_model
+from traces.format import save
+
+Progress = Callable[[str], None]
+
+REPLAY_SCHEMA = "key long, events long, step long, failures string, detail string, explained_by string"
+
+
+class SparkUnavailable(Exception):
+    """Spark (the JVM) could not start: an infrastructure failure, not a verdict on the log."""
+
+
+def session(master: str = "local[*]", shuffle_partitions: int = 8) -> SparkSession:
+    """A quiet local (or `master`) session whose Python workers import this project."""
+    root = str(Path(__file__).resolve().parents[2])
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log4j = Path(__file__).with_name("log4j2.properties")
+    try:
+        spark = (
+            SparkSession.builder.master(master)
+            .appName("brokerspec-pipeline")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
+            .getOrCreate()
+        )
+    except Exception as exc:  # the JVM gateway raises several unrelated types
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise SparkUnavailable(f"Spark did not start on {master}: {first}") from exc
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@functools.cache
+def model(mechanism: str, variant: str) -> Model[Any]:
+    """Models are pure, so one per (mechanism, variant) serves every partition a worker replays."""
+    return build_model(mechanism, variant)
+
+
+def _param(value: Any) -> Param:
+    return tuple(_param(v) for v in value) if isinstance(value, list) else cast(Param, value)
+
+
+def action_of(name: str, params: str) -> Action:
+    """The logged action, with arrays back as tuples so it equals what the model enumerates."""
+    return Action(name, tuple(sorted((k, _param(v)) for k, v in json.loads(params).items())))
+
+
+class LoggedImplementation:
+    """The log seen as an implementation: each `apply` returns the next logged observation and state."""
+
+    def __init__(self, initial: dict[str, Json], events: list[tuple[str | None, str]]) -> None:
+        self._vars = initial
+        self._events = iter(events)
+
+    def apply(self, action: Action) -> Observation:
+        observation, state = next(self._events)
+        self._vars = json.loads(state)
+        return None if observation is None else cast(dict[str, Json], json.loads(observation))
+
+    def vars(self) -> dict[str, Json]:
+        return self._vars
+
+    def violations(self) -> list[str]:
+        return []
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a partition replayed: the first failing step (None if none) and the variant explaining it."""
+
+    step: int | None
+    failures: tuple[str, ...]
+    detail: str
+    explained_by: str | None = None
+
+
+def _run(model_: Model[Any], actions: list[Action], events: list[tuple[str | None, str]]) -> Verdict:
+    lockstep = Lockstep(model_, LoggedImplementation(model_.vars(model_.initial()), events))
+    for index, action in enumerate(actions, start=1):
+        try:
+            outcome = lockstep.apply(action)
+        except ActionNotEnabled as exc:
+            return Verdict(index, (DIVERGENCE,), f"not enabled in the model: {exc.reason}")
+        except Exception as exc:  # well-typed parameters the model cannot take (a missing or odd one)
+            return Verdict(index, (DIVERGENCE,), f"not replayable through the model: {exc!r}")
+        if outcome.failures:
+            return Verdict(index, outcome.failures, outcome.detail)
+    return Verdict(None, (), "")
+
+
+def _partition(frame: pd.DataFrame) -> tuple[list[Action], list[tuple[str | None, str]]]:
+    """A partition's actions and logged (observation, vars), in sequence order."""
+    ordered = frame.sort_values("seq")
+    actions = [action_of(a, p) for a, p in zip(ordered["action"], ordered["params"], strict=True)]
+    events = [(None if pd.isna(o) else str(o), str(v))
+              for o, v in zip(ordered["observation"], ordered["vars"], strict=True)]
+    return actions, events
+
+
+def replay_partition(mechanism: str, frame: pd.DataFrame) -> Verdict:
+    """Replay one partition on the current model; on a failure, find the known-bad variant that explains it.
+
+    A variant explains the log when its model follows the log without diverging until one of its
+    own invariants breaks.
+    """
+    actions, events = _partition(frame)
+    mechanism_ = registry.get(mechanism)
+    verdict = _run(model(mechanism, mechanism_.current), actions, events)
+    if verdict.step is None:
+        return verdict
+    for twin in mechanism_.twins:
+        explained = _run(model(mechanism, twin), actions, events)
+        if explained.step is not None and DIVERGENCE not in explained.failures:
+            return Verdict(verdict.step, verdict.failures, verdict.detail, twin)
+    return verdict
+
+
+def replay_all(mechanism: str, valid: DataFrame, conformance: bool = False,
+               replayed: Accumulator[int] | None = None) -> DataFrame:
+    """One verdict row per partition; each partition reaches Python whole, as one Arrow batch.
+
+    Key_Shared streams Arrow batches instead (`keyshared_check.replay_all`), so `valid` must be
+    partitioned by the key and sorted by seq within, as `prepare` leaves it. `replayed` counts the
+    records replayed, for the progress line.
+    """
+    if mechanism == "keyshared":
+        return keyshared_check.replay_all(valid, conformance, replayed)
+    key = spec(mechanism).key
+
+    def per_partition(frame: pd.DataFrame) -> pd.DataFrame:
+        verdict = replay_partition(mechanism, frame)
+        if replayed is not None:
+            replayed.add(len(frame))
+        return pd.DataFrame({
+            "key": [int(frame[key].iloc[0])],
+            "events": [len(frame)],
+            "step": [verdict.step],
+            "failures": [",".join(verdict.failures)],
+            "detail": [verdict.detail],
+            "explained_by": [verdict.explained_by],
+        })
+
+    return valid.groupBy(key).applyInPandas(per_partition, schema=REPLAY_SCHEMA)
+
+
+def sql_checks(mechanism: str, valid: DataFrame) -> DataFrame:
+    """Window-query checks: (key, seq, check, detail) rows, one per violating record.
+
+    LOG-SEQ: each partition's sequence numbers run 0, 1, 2, ... without gaps or repeats (a gap means
+    lost events, which would make any replay verdict meaningless). DD-I1 (delayed, non-strict): no
+    message is offered more than one tick before the deliver_at it was added with. Key_Shared's are
+    in `keyshared_check.sql_checks`.
+    """
+    key = spec(mechanism).key
+    by_seq = Window.partitionBy(key).orderBy("seq")
+    previous = F.lag("seq").over(by_seq)
+    gaps = valid.select(
+        key, "seq",
+        F.when(previous.isNull() & (F.col("seq") != 0), F.lit("first record is not seq 0"))
+        .when(previous.isNotNull() & (F.col("seq") != previous + 1), F.format_string("seq follows %d", previous))
+        .alias("detail"),
+    ).where(F.col("detail").isNotNull()).withColumn("check", F.lit("LOG-SEQ"))
+    if mechanism == "delayed":
+        return gaps.unionByName(_early_offers(valid, key))
+    if mechanism == "keyshared":
+        return gaps.unionByName(keyshared_check.sql_checks(valid))
+    return gaps
+
+
+def _early_offers(valid: DataFrame, key: str) -> DataFrame:
+    """DD-I1's offers against adds; values are read with `try_` functions, so a record whose JSON holds
+    something else there is left to the replay (which reports it) rather than failing the Spark job."""
+    tick = int(cast(int, registry.get("delayed").hypothesis_configs[spec("delayed").config_name]["tick"]))
+    adds = valid.where(F.col("action") == "add").select(
+        key, F.col("seq").alias("add_seq"),
+        F.get_json_object("params", "$.ledger").try_cast("long").alias("ledger"),
+        F.get_json_object("params", "$.entry").try_cast("long").alias("entry"),
+        F.get_json_object("params", "$.deliver_at").try_cast("long").alias("deliver_at"),
+    )
+    offered = valid.where(F.col("observation").isNotNull()).select(
+        key, "seq",
+        F.get_json_object("vars", "$.now").try_cast("long").alias("now"),
+        F.explode(F.from_json("observation", "struct<offered: array<array<long>>>")["offered"]).alias("pos"),
+    ).select(key, "seq", "now", F.try_element_at("pos", F.lit(1)).alias("ledger"),
+             F.try_element_at("pos", F.lit(2)).alias("entry"))
+    joined = offered.join(adds, [key, "ledger", "entry"]).where(F.col("add_seq") < F.col("seq"))
+    latest = Window.partitionBy(key, "seq", "ledger", "entry").orderBy(F.col("add_seq").desc())
+    return (
+        joined.withColumn("rank", F.row_number().over(latest)).where((F.col("rank") == 1)
+                                                                     & (F.col("now") < F.col("deliver_at") - tick))
+        .select(key, "seq", F.format_string("(%d, %d) offered at %d, due at %d", "ledger", "entry", "now",
+                                            "deliver_at").alias("detail"))
+        .withColumn("check", F.lit("DD-I1"))
+    )
+
+
+def _write_json(frame: DataFrame, path: Path) -> None:
+    frame.coalesce(1).write.mode("overwrite").json(str(path))
+
+
+def _rows(frame: DataFrame) -> list[dict[str, Any]]:
+    return [row.asDict() for row in frame.collect()]
+
+
+class Heartbeat:
+    """Reports, every `every` seconds while a check runs, Spark's stages done and the records replayed so far,
+    so a long run shows it is alive and how far it got."""
+
+    def __init__(self, spark: SparkSession, say: Progress, replayed: Accumulator[int], every: float = 5.0) -> None:
+        self._context = spark.sparkContext
+        self._group = f"brokerspec-pipeline-check-{id(self)}"
+        self._say, self._replayed, self._every = say, replayed, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="pipeline-progress", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._context.setJobGroup(self._group, "brokerspec pipeline check")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def line(self) -> str:
+        """Stages finished (all tasks done) and running among this check's jobs, and records replayed."""
+        tracker = self._context.statusTracker()
+        jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(self._group)]
+        stages = [tracker.getStageInfo(s) for job in jobs if job is not None for s in job.stageIds]
+        done = sum(1 for s in stages if s is not None and 0 < s.numTasks <= s.numCompletedTasks)
+        running = sum(1 for s in stages if s is not None and s.numActiveTasks > 0)
+        return f"progress: {done} Spark stages done, {running} running, {self._replayed.value} records replayed"
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._every):
+            self._say(self.line())
+
+
+def check(
+    mechanism: str,
+    input_path: Path,
+    out: Path,
+    *,
+    master: str = "local[*]",
+    spark: SparkSession | None = None,
+    progress: Progress | None = None,
+    conformance: bool = False,
+    every: float = 5.0,
+) -> dict[str, Any]:
+    """Check the log at `input_path`, write the outputs under `out`, and return the summary.
+
+    `conformance` (Key_Shared) also replays every subscription through the full current model, not
+    only those the client record fails (the other mechanisms always replay the full model). With
+    `progress`, a progress line goes to it every `every` seconds.
+
+    `out` receives quarantine/ (Spark JSON-lines parts), first_divergence/, violations.jsonl,
+    coverage.json, summary.json and traces/<mechanism>-<key>-<n>.json (one per violating partition).
+    The summary's `unusable` says why nothing could be checked (no valid record, or no log at all), and
+    `spark_error` why Spark did not start (`SparkUnavailable` is raised then); summary.json is written
+    in both cases too. Results that are a row per finding or per failing partition are
+    collected and sorted here rather than by Spark: they are few, and every Spark job costs a fixed
+    second or so.
+    """
+    started = time.perf_counter()
+    report = progress or (lambda _: None)
+
+    def say(message: str) -> None:
+        report(f"[{time.perf_counter() - started:6.1f}s] {message}")
+
+    out.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {
+        "mechanism": mechanism, "input": str(input_path), "conformance": conformance, "unusable": None,
+        "spark_error": None, "records": 0, "checked": 0, "quarantined": 0, "quarantine_reasons": {},
+        "partitions": 0, "violating_partitions": [], "sql_violations": 0, "model_violations": 0,
+        "explained_by": {}, "coverage": {}, "traces": {},
+    }
+    try:
+        spark = spark or session(master)
+    except SparkUnavailable as exc:
+        summary.update(spark_error=str(exc), elapsed_s=round(time.perf_counter() - started, 3))
+        (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
+        raise
+    replayed = spark.sparkContext.accumulator(0)
+    with Heartbeat(spark, say, replayed, every) if progress is not None else contextlib.nullcontext():
+        try:
+            _check(mechanism, input_path, out, spark, say, summary, conformance, replayed)
+        except UnusableInput as exc:
+            summary["unusable"] = str(exc)
+    summary["elapsed_s"] = round(time.perf_counter() - started, 3)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
+    found = len(summary["violating_partitions"])
+    say(f"pipeline {mechanism}: {found} violating partition(s) in {summary['elapsed_s']}s")
+    return summary
+
+
+def _check(mechanism: str, input_path: Path, out: Path, spark: SparkSession, say: Progress,
+           summary: dict[str, Any], conformance: bool, replayed: Accumulator[int]) -> None:
+    """`check`'s work, filling `summary` in as it goes (so an unusable input still leaves one)."""
+    log = spec(mechanism)
+    say(f"pipeline {mechanism}: reading {input_path}")
+    raw = read_log(spark, mechanism, input_path).cache()
+    counts, blocks = tally(spark, raw)
+    prepared = prepare(mechanism, raw).cache()
+    kind = log.fields[1][0]  # the action (or event) column
+    tallied = _rows(prepared.groupBy(kind, "duplicate").count())
+    duplicates = sum(int(r["count"]) for r in tallied if r["duplicate"])
+    if duplicates:  # checkable as far as its fields go, but quarantined
+        counts[None] -= duplicates
+        counts[duplicate_reason(mechanism)] = duplicates
+    coverage = {str(r[kind]): int(r["count"]) for r in sorted(tallied, key=lambda r: str(r[kind]))
+                if not r["duplicate"]}
+    reasons = {str(reason): n for reason, n in sorted(counts.items(), key=lambda item: str(item[0]))
+               if reason is not None}
+    checked = counts.get(None, 0)
+    summary.update(records=sum(counts.values()), checked=checked, quarantined=sum(reasons.values()),
+                   quarantine_reasons=reasons, coverage=coverage)
+    shutil.rmtree(out / "quarantine", ignore_errors=True)  # a rerun into the same folder leaves nothing stale
+    if reasons:
+        _write_json(quarantine(mechanism, raw, prepared, blocks), out / "quarantine")
+    else:
+        (out / "quarantine").mkdir()
+    say(f"pipeline {mechanism}: {summary['records']} records, {checked} valid, {summary['quarantined']} quarantined")
+    if not checked:
+        raise UnusableInput(f"{input_path}: no valid {mechanism} record")
+    valid = checkable(mechanism, prepared)
+    (out / "coverage.json").write_text(json.dumps(coverage, indent=1, sort_keys=True))
+
+    say(f"pipeline {mechanism}: SQL window checks")
+    sql_rows = sorted(_rows(sql_checks(mechanism, valid)), key=lambda r: (r[log.key], r["seq"], r["check"]))
+    say(f"pipeline {mechanism}: model replay of every partition")
+    verdicts = replay_all(mechanism, valid, conformance, replayed).cache()
+    failing = sorted(_rows(verdicts.where(F.col("step").isNotNull())), key=lambda r: int(r["key"]))
+    partitions = verdicts.count()
+
+    violations = [
+        {"key": r[log.key], "source": "sql", "check": r["check"], "seq": r["seq"], "detail": r["detail"]}
+        for r in sql_rows
+    ] + [
+        {"key": r["key"], "source": "model", "check": r["failures"],
+         "seq": r["seq"] if "seq" in r else int(r["step"]) - 1, "detail": r["detail"],
+         "explained_by": r["explained_by"]}
+        for r in failing
+    ]
+    (out / "violations.jsonl").write_text("".join(json.dumps(v) + "\n" for v in violations))
+    shutil.rmtree(out / "first_divergence", ignore_errors=True)
+    (out / "first_divergence").mkdir()
+    (out / "first_divergence" / "part-00000.json").write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n" for r in failing))
+
+    if mechanism == "keyshared":
+        traces = keyshared_check.save_traces(valid, failing, out / "traces")
+    else:
+        traces = _save_traces(mechanism, valid, failing, out / "traces")
+    summary.update(
+        partitions=partitions,
+        violating_partitions=sorted({int(v["key"]) for v in violations}),
+        sql_violations=len(sql_rows),
+        model_violations=len(failing),
+        explained_by={str(r["key"]): r["explained_by"] for r in failing},
+        traces=traces,
+    )
+    for cached in (raw, prepared, verdicts):
+        cached.unpersist()
+
+
+def _save_traces(mechanism: str, valid: DataFrame, failing: list[dict[str, Any]], out: Path) -> dict[str, str]:
+    """One trace per model-violating partition: the explaining variant's run (so replay reproduces the
+    bug), else the current model against the log up to the divergence (none when the logged action is
+    not even enabled in the model: no run of the model reaches that step)."""
+    key = spec(mechanism).key
+    keys = [int(r["key"]) for r in failing]
+    if not keys:
+        return {}
+    frames = cast(pd.DataFrame, valid.where(F.col(key).isin(keys)).toPandas())
+    mechanism_ = registry.get(mechanism)
+    saved: dict[str, str] = {}
+    for row in failing:
+        actions, events = _partition(frames[frames[key] == row["key"]])
+        if row["explained_by"] is not None:
+            variant = str(row["explained_by"])
+            reference = mechanism_.make_reference
+            config = model(mechanism, variant).config
+            trace = record(model(mechanism, variant), actions, engine="pipeline", seed=int(row["key"]),
+                           implementation=reference(config, variant) if reference is not None else None)
+            saved[str(row["key"])] = str(save(trace, out / f"{mechanism}-{key}-{row['key']}.json"))
+            continue
+        current = model(mechanism, mechanism_.current)
+        try:
+            trace = record(current, actions[: int(row["step"])], engine="pipeline", seed=int(row["key"]),
+                           implementation=LoggedImplementation(current.vars(current.initial()), events))
+            saved[str(row["key"])] = str(save(trace, out / f"{mechanism}-{key}-{row['key']}.json"))
+        except Exception:  # no run of the model reaches that step, or the logged values are not its variables
+            continue  # the violation and its first divergence still say what the log did
+    return saved

@@ -1,0 +1,178 @@
+"""Write large event logs from the reference implementations, with known-bad variants injected.
+
+Each partition (one limiter, one tracker) is a seeded random walk: the model picks among the actions
+it enables, the reference implementation takes each one, and the record holds what the reference
+returned and its state projected onto the model's variables (as a port would report them), so the
+log is the reference's behaviour, not the model's. A faulted partition walks a known-bad variant
+and is re-seeded until the bug actually shows within its events, so a checker must find exactly
+the faulted partitions. Key_Shared logs are broker event logs written by the reference dispatcher
+itself (`keyshared_sim`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from models.core import Action, Model
+from properties import registry
+from properties.engines.lockstep import Lockstep
+from properties.pipeline import keyshared_sim
+from properties.pipeline.schema import columns, spec
+
+_FAULT_ATTEMPTS = 500
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """What was written: valid events, partitions, which carry the fault, and malformed lines added."""
+
+    path: Path
+    events: int
+    partitions: int
+    faulted: tuple[int, ...]
+    corrupt_lines: int
+
+
+def model(mechanism: str, variant: str) -> Model[Any]:
+    """The model the log of `mechanism` is written and checked with."""
+    return registry.get(mechanism).make_model(registry.get(mechanism).hypothesis_configs[spec(mechanism).config_name],
+                                              variant)
+
+
+def _walk(mechanism: str, variant: str, length: int, rng: random.Random) -> tuple[list[dict[str, Any]], bool]:
+    """One random walk of up to `length` actions on the reference; the records and whether it failed.
+
+    A failure is an invariant broken or a divergence from the model (which a known-bad variant never
+    shows: its reference and model are lockstep-tested to agree too).
+    """
+    model_ = model(mechanism, variant)
+    make_reference = registry.get(mechanism).make_reference
+    reference = make_reference(model_.config, variant) if make_reference is not None else None
+    lockstep = Lockstep(model_, reference)
+    records: list[dict[str, Any]] = []
+    broke = False
+    try:
+        for seq in range(length):
+            enabled: Sequence[Action] = model_.enabled(lockstep.state)
+            if not enabled:
+                break
+            action = rng.choice(list(enabled))
+            outcome = lockstep.apply(action)
+            observation = outcome.observation
+            records.append({
+                "seq": seq,
+                "action": action.name,
+                "params": json.dumps(action.as_dict(), sort_keys=True),
+                "observation": None if observation is None else json.dumps(observation, sort_keys=True),
+                "vars": json.dumps(outcome.vars, sort_keys=True),
+            })
+            broke = broke or bool(outcome.failures)
+    finally:
+        close = getattr(reference, "close", None)
+        if close is not None:
+            close()
+    return records, broke
+
+
+def partition_records(mechanism: str, key: int, length: int, seed: int, fault: str | None) -> list[dict[str, Any]]:
+    """The records of partition `key`; with `fault`, the first re-seeded walk that shows the bug."""
+    log = spec(mechanism)
+    if fault is None:
+        records, _ = _walk(mechanism, registry.get(mechanism).current, length, random.Random(f"{seed}:{key}"))
+    else:
+        for attempt in range(_FAULT_ATTEMPTS):
+            records, broke = _walk(mechanism, fault, length, random.Random(f"{seed}:{key}:{fault}:{attempt}"))
+            if broke:
+                break
+        else:
+            raise ValueError(f"{fault} did not show its bug in {length} events after {_FAULT_ATTEMPTS} walks")
+    for record in records:
+        record[log.key] = key
+    return records
+
+
+def _malformed(kind: int, line: str, required: str) -> str:
+    """The `kind`-th of four ways a line goes bad; `required` is a field the record cannot do without."""
+    if kind == 0:
+        return line[: max(1, len(line) // 2)]  # truncated write
+    if kind == 1:
+        return line.replace('"seq": ', '"seq": "x', 1)  # wrong type, broken quoting
+    if kind == 2:
+        return "\x00garbage " + line[:20]  # not JSON at all
+    return json.dumps({k: v for k, v in json.loads(line).items() if k != required})  # missing field
+
+
+def _corrupt(lines: list[str], fraction: float, rng: random.Random, required: str) -> tuple[list[str], int]:
+    """Insert malformed lines (extra, never replacing a valid one) so they are `fraction` of the file."""
+    count = round(len(lines) * fraction / (1 - fraction)) if fraction > 0 else 0
+    out = list(lines)
+    for index in range(count):
+        position = rng.randrange(len(out) + 1)
+        out.insert(position, _malformed(index % 4, rng.choice(lines), required))
+    return out, count
+
+
+def simulate(
+    mechanism: str,
+    events: int,
+    out: Path,
+    *,
+    partitions: int = 1000,
+    fault: str | None = None,
+    faulted: Sequence[int] = (),
+    seed: int = 0,
+    corrupt: float = 0.0,
+    progress: Any = None,
+) -> Simulation:
+    """Write `events` records over `partitions` partitions; `.parquet` paths get Parquet, others JSON lines.
+
+    `fault` (a known-bad variant) is injected into the partitions `faulted` (default: three spread
+    over the range); `corrupt` is the fraction of malformed lines added (JSON lines only).
+    """
+    spec(mechanism)
+    mechanism_ = registry.get(mechanism)
+    faults = keyshared_sim.FAULTS if mechanism == "keyshared" else tuple(mechanism_.twins)
+    if fault is not None and fault not in faults:
+        raise ValueError(f"unknown fault {fault!r} for {mechanism} (known: {', '.join(faults)})")
+    if partitions < 1 or events < partitions:
+        raise ValueError(f"need at least one event per partition ({events} events, {partitions} partitions)")
+    parquet = out.suffix == ".parquet"
+    if parquet and corrupt:
+        raise ValueError("corrupt lines can only be written to a JSON-lines log")
+    chosen = tuple(sorted(set(faulted))) if fault is not None else ()
+    if fault is not None and not chosen:
+        chosen = tuple(sorted({partitions // 7, partitions // 2, partitions - 1}))
+    if any(not 0 <= k < partitions for k in chosen):
+        raise ValueError(f"faulted partitions must lie in 0..{partitions - 1}")
+
+    def all_records() -> Iterator[dict[str, Any]]:
+        for key in range(partitions):
+            length = events // partitions + (1 if key < events % partitions else 0)
+            yield from partition_records(mechanism, key, length, seed, fault if key in chosen else None)
+            if progress is not None and (key + 1) % max(1, partitions // 10) == 0:
+                progress(f"simulate {mechanism}: {key + 1}/{partitions} partitions")
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    names = columns(mechanism)
+    if mechanism == "keyshared":
+        lines = keyshared_sim.write(out, events, partitions, seed, fault, chosen, progress)
+        required = "event"
+    else:
+        records = list(all_records())
+        if parquet:
+            pq.write_table(pa.table({name: [r[name] for r in records] for name in names}), out)
+        lines = [] if parquet else [json.dumps({name: r[name] for name in names}) for r in records]
+        required = "action"
+    corrupt_lines = 0
+    if not parquet:
+        lines, corrupt_lines = _corrupt(lines, corrupt, random.Random(f"{seed}:corrupt"), required)
+        out.write_text("\n".join(lines) + "\n")
+    return Simulation(out, events, partitions, chosen, corrupt_lines)
