@@ -37,12 +37,15 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Hashable, Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 import mmh3
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
+
+Obj = TypeVar("Obj")
+T = TypeVar("T")
 
 VARIANTS = ("pip379", "classic", "pip282")
 ACTION_NAMES = (
@@ -209,81 +212,130 @@ class IllegalStateError(RuntimeError):
     """The tracker's IllegalStateException; unreachable while KS-I2 holds."""
 
 
+class _Thawed(Generic[Obj, T]):
+    """A field of a thawed state that is only built when a step first uses it.
+
+    Most steps touch a few fields: thawing every field into sets and dicts, and sorting every one of
+    them back, was most of what a step cost. The value is stored in the instance's `__dict__`, which
+    then shadows this (non-data) descriptor, so later reads are plain attribute reads; `freeze` keeps
+    the state's own tuple for a field that is not in `__dict__`.
+    """
+
+    def __init__(self, thaw: Callable[[Obj], T]) -> None:
+        self.thaw = thaw
+        self.name = ""
+
+    def __set_name__(self, owner: type[Obj], name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type[Obj]) -> _Thawed[Obj, T]: ...
+    @overload
+    def __get__(self, obj: Obj, owner: type[Obj]) -> T: ...
+    def __get__(self, obj: Obj | None, owner: type[Obj]) -> _Thawed[Obj, T] | T:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.thaw(obj)
+        return value
+
+
 class _Consumer:
     """One consumer of a thawed state, mutable for the length of a step."""
 
-    __slots__ = ("held", "id", "name", "name_index", "pending", "permits")
-
     def __init__(self, c: Consumer) -> None:
+        self.frozen = c
         self.id, self.name, self.name_index, self.permits = c.id, c.name, c.name_index, c.permits
-        self.pending = set(c.pending)
-        self.held = set(c.held)
+
+    pending = _Thawed["_Consumer", set[int]](lambda c: set(c.frozen.pending))
+    held = _Thawed["_Consumer", set[int]](lambda c: set(c.frozen.held))
+
+    def freeze(self) -> Consumer:
+        """The consumer as it is now: the same tuple when the step changed nothing of it."""
+        c, thawed = self.frozen, self.__dict__
+        if self.permits == c.permits and "pending" not in thawed and "held" not in thawed:
+            return c
+        return Consumer(
+            c.id,
+            c.name,
+            c.name_index,
+            self.permits,
+            tuple(sorted(self.pending)) if "pending" in thawed else c.pending,
+            tuple(sorted(self.held)) if "held" in thawed else c.held,
+        )
 
 
 class _Dispatch:
-    """One operation on a thawed state; the methods follow §4.4–§4.6 and the reference step by step."""
+    """One operation on a thawed state; the methods follow §4.4–§4.6 and the reference step by step.
+
+    `messages`, `acked` and `nacked` stay tuples (read far more often than written, and rebuilt where
+    written); the fields few steps use are `_Thawed`.
+    """
 
     def __init__(self, model: KeySharedModel, s: KSState) -> None:
         self.model = model
+        self.source = s
         self.pip379 = model.variant == "pip379"
         self.classic = model.variant == "classic"
         self.pip282 = model.variant == "pip282"
-        self.messages = list(s.messages)
+        self.messages = s.messages
         self.cons = [_Consumer(c) for c in s.consumers]
-        self.ring = model.ring(s.consumers)
         self.read_pos, self.md = s.read_position, s.mark_delete
-        self.acked = set(s.acked)
+        self.acked = s.acked
         self.replay = dict(s.replay)
-        self.tracker = {d.hash: [d.owner, d.ref_count, d.blocked] for d in s.draining}
         self.batch_level = 0
         self.unblocked_while_batching = False
         self.scheduled, self.skip, self.stuck = s.scheduled_read, s.skip_next_replay, s.stuck_on_replays
-        self.joined = list(s.recently_joined)
-        self.last_sent, self.sent = s.last_sent, set(s.sent)
+        self.last_sent = s.last_sent
         self.normal_read, self.replay_read, self.min_replayed = s.normal_read, s.replay_read, s.min_replayed
         self.rewind = s.rewind
-        self.nacked = set(s.nacked)
+        self.nacked = s.nacked
         self.settled, self.pinned = s.settled, s.pinned
-        self.broken = set(s.broken)
-        self.events: set[str] = set()
         self.unblocks = 0
         self.pass_depth = 0
         self.deferred_prune = False
-        self.hook: tuple[str, int, Action] | None = None
+        self.hook: tuple[str, int, tuple[str, int, int]] | None = None  # (stage, index, inner of interleaved_read)
         self.delivered: list[Json] = []
         self.released_blocked = False
+
+    ring = _Thawed["_Dispatch", Ring](lambda d: d.model.ring(d.source.consumers))
+    tracker = _Thawed["_Dispatch", dict[int, list[int]]](
+        lambda d: {e.hash: [e.owner, e.ref_count, e.blocked] for e in d.source.draining}
+    )
+    joined = _Thawed["_Dispatch", list[tuple[int, int]]](lambda d: list(d.source.recently_joined))
+    sent = _Thawed["_Dispatch", set[int]](lambda d: set(d.source.sent))
+    broken = _Thawed["_Dispatch", set[str]](lambda d: set(d.source.broken))
+    events = _Thawed["_Dispatch", set[str]](lambda d: set())
 
     def freeze(self) -> KSState:
         """The immutable state after the operation; KS-I5a is judged here, once the operation is over."""
         if self.released_blocked and not self.scheduled:
             self.broken.add("KS-I5a")
+        s, thawed = self.source, self.__dict__
         in_flight = self.normal_read is not None or self.replay_read is not None
         return KSState(
-            messages=tuple(self.messages),
-            consumers=tuple(
-                Consumer(c.id, c.name, c.name_index, c.permits, tuple(sorted(c.pending)), tuple(sorted(c.held)))
-                for c in self.cons
-            ),
+            messages=self.messages,
+            consumers=tuple([c.freeze() for c in self.cons]),
             read_position=self.read_pos,
             mark_delete=self.md,
-            acked=tuple(sorted(self.acked)),
-            replay=tuple(sorted(self.replay.items())),
-            draining=tuple(Draining(h, e[0], e[1], bool(e[2])) for h, e in sorted(self.tracker.items())),
+            acked=self.acked,
+            replay=tuple(sorted(self.replay.items())) if self.replay else (),
+            draining=tuple([Draining(h, e[0], e[1], bool(e[2])) for h, e in sorted(self.tracker.items())])
+            if "tracker" in thawed else s.draining,
             scheduled_read=self.scheduled,
             skip_next_replay=self.skip,
             stuck_on_replays=self.stuck,
-            recently_joined=tuple(self.joined),
+            recently_joined=tuple(self.joined) if "joined" in thawed else s.recently_joined,
             last_sent=self.last_sent,
-            sent=tuple(sorted(self.sent)),
+            sent=tuple(sorted(self.sent)) if "sent" in thawed else s.sent,
             normal_read=self.normal_read,
             replay_read=self.replay_read,
             min_replayed=self.min_replayed if in_flight else None,
             rewind=self.rewind,
-            nacked=tuple(sorted(p for p in self.nacked if not self.is_acked(p))),
+            nacked=tuple(sorted({p for p in self.nacked if not self.is_acked(p)})) if self.nacked else (),
             settled=self.settled,
             pinned=self.pinned,
-            broken=tuple(sorted(self.broken)),
-            events=tuple(sorted(self.events)),
+            broken=tuple(sorted(self.broken)) if "broken" in thawed else s.broken,
+            events=tuple(sorted(self.events)) if "events" in thawed else (),
         )
 
     # ------------------------------------------------------------------ helpers
@@ -521,11 +573,12 @@ class _Dispatch:
             self.remove_pending(holder, [position], batch=False)
         if self.is_acked(position):
             return
-        self.acked.add(position)
+        acked = {*self.acked, position}
         md = self.md
-        while md + 1 in self.acked:
+        while md + 1 in acked:
             md += 1
-            self.acked.discard(md)
+            acked.discard(md)
+        self.acked = tuple(sorted(acked))
         if md == self.md:
             return
         self.md = md
@@ -545,7 +598,7 @@ class _Dispatch:
         c = self.consumer(cid)
         nacked = sorted(c.held) if positions is None else list(positions)
         c.held.difference_update(nacked)
-        self.nacked.update(nacked)
+        self.nacked = (*self.nacked, *nacked)  # sorted and deduplicated by freeze
         if positions is None:
             released = sorted(c.pending)
             self.remove_pending(c, released, batch=True)
@@ -568,18 +621,14 @@ class _Dispatch:
         if hook is None or index == 0 or (stage, index) != hook[:2]:
             return
         self.hook = None
-        inner = hook[2]
-        cid = inner["consumer"]
+        name, cid, value = hook[2]
         c = next((x for x in self.cons if x.id == cid), None)
         if c is None:
             return
-        if inner.name == "flow":
-            n = inner["n"]
-            assert isinstance(n, int)
-            c.permits += n
-        elif inner["position"] in c.held:
-            position = inner["position"]
-            assert isinstance(position, int)
+        if name == "flow":
+            c.permits += value
+        elif value in c.held:
+            position = value
             unblocks = self.unblocks
             self.ack(c.id, position)
             if self.unblocks > unblocks:
@@ -854,7 +903,8 @@ class _Dispatch:
                 and earlier not in self.nacked
             ):
                 self.broken.add("KS-I4")
-        self.nacked.discard(position)
+        if position in self.nacked:
+            self.nacked = tuple([p for p in self.nacked if p != position])
         c.held.add(position)
         self.delivered.append([c.id, position])
 
@@ -889,18 +939,52 @@ class _Dispatch:
             seen.add(key)
 
 
+# The parameters of each action, in the (sorted) order of Action.of.
+_PARAMS: dict[str, tuple[str, ...]] = {
+    "add": ("consumer", "name", "permits"),
+    "remove": ("consumer",),
+    "publish": ("key",),
+    "flow": ("consumer", "n"),
+    "ack": ("consumer", "position"),
+    "redeliver": ("consumer", "position"),
+    "redeliver_all": ("consumer",),
+    "read": (),
+    "fire": (),
+    "run": (),
+    "begin_read": (),
+    "complete_read": ("kind",),
+    "interleaved_read": ("index", "inner", "stage"),
+    "settle": ("stubborn",),
+}
+
+
+class _Actions(dict[tuple[Any, ...], Action]):
+    """Every action the model offered, built once: (name, *arguments in parameter order) -> Action.
+
+    The explorer asks for the same few hundred actions in every state; building and hashing them was
+    most of what `enabled` and `step` cost. `args` gives an offered action's arguments back by
+    identity, and `by_fields` finds the offered action equal to one built elsewhere (a trace's).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.args: dict[int, tuple[Any, ...]] = {}
+        self.by_fields: dict[tuple[str, tuple[tuple[str, Param], ...]], Action] = {}
+
+    def __missing__(self, key: tuple[Any, ...]) -> Action:
+        name = key[0]
+        action = self[key] = Action(name, tuple(zip(_PARAMS[name], key[1:], strict=True)))
+        self.args[id(action)] = key[1:]
+        self.by_fields[(name, action.params)] = action
+        return action
+
+
 class _InJoinOrder(dict[int, list[int]]):
     """n -> [1, ..., n]: the consumer ids of a state whose ids are already numbered in join order."""
 
     def __missing__(self, n: int) -> list[int]:
         ids = self[n] = list(range(1, n + 1))
         return ids
-
-
-def _int(action: Action, name: str) -> int:
-    value = action[name]
-    assert isinstance(value, int) and not isinstance(value, bool)
-    return value
 
 
 class KeySharedModel:
@@ -941,8 +1025,9 @@ class KeySharedModel:
         self._rings: dict[tuple[tuple[str, int], ...], Ring] = {}
         self._promoting: dict[tuple[tuple[str, int], ...], frozenset[int]] = {}
         self._in_join_order = _InJoinOrder()
+        self._actions = _Actions()
         # The engines ask for the enabled actions and then step each of them from the same state.
-        self._last_enabled: tuple[KSState | None, frozenset[Action]] = (None, frozenset())
+        self._last_enabled: tuple[KSState | None, set[int]] = (None, set())
         self.invariants: Sequence[Invariant[KSState]] = (
             Invariant("KS-I1", self._one_holder, "at most one connected consumer holds a position of each hash"),
             Invariant("KS-I2", self._tracker_consistent, "tracker entries match the drainer's pending acks"),
@@ -1057,93 +1142,98 @@ class KeySharedModel:
         )
 
     def enabled(self, state: KSState) -> Sequence[Action]:
-        kinds = self.kinds
-        out: list[Action] = [Action.of("read")]  # always possible, so no state is a deadlock
+        kinds, act = self.kinds, self._actions
+        out: list[Action] = [act[("read",)]]  # always possible, so no state is a deadlock
         if "run" in kinds:
-            out.append(Action.of("run"))
+            out.append(act[("run",)])
         if state.scheduled_read and "fire" in kinds:
-            out.append(Action.of("fire"))
+            out.append(act[("fire",)])
         consumers = state.consumers
+        # The acks and flows, as interleaved_read's `inner` (name, consumer, position or n): their own keys.
+        inner: list[tuple[str, int, int]] = []
+        flow, ack, pinned = "flow" in kinds, "ack" in kinds, state.pinned
         for c in consumers:
-            if "flow" in kinds:
-                out.extend(
-                    Action.of("flow", consumer=c.id, n=n) for n in self.flows if c.permits + n <= self.max_permits
-                )
-            if "ack" in kinds:
-                out.extend(Action.of("ack", consumer=c.id, position=p) for p in c.held if p not in state.pinned)
+            if flow:
+                inner.extend(("flow", c.id, n) for n in self.flows if c.permits + n <= self.max_permits)
+            if ack:
+                inner.extend(("ack", c.id, p) for p in c.held if p not in pinned)
+        out.extend([act[k] for k in inner])
         if "begin_read" in kinds:
             if state.normal_read is None or state.replay_read is None:
-                out.append(Action.of("begin_read"))
-            out.extend(
-                Action.of("complete_read", kind=kind)
-                for kind, op in ((NORMAL, state.normal_read), (REPLAY, state.replay_read))
-                if op is not None
-            )
+                out.append(act[("begin_read",)])
+            if state.normal_read is not None:
+                out.append(act[("complete_read", NORMAL)])
+            if state.replay_read is not None:
+                out.append(act[("complete_read", REPLAY)])
         if not state.settled:
-            self._unsettled(state, out)
-        self._last_enabled = (state, frozenset(out))
+            self._unsettled(state, out, inner)
+        self._last_enabled = (state, {id(a) for a in out})
         return out
 
-    def _unsettled(self, state: KSState, out: list[Action]) -> None:
+    def _unsettled(self, state: KSState, out: list[Action], inner: list[tuple[str, int, int]]) -> None:
         """The actions a settled run gives up: consumer changes, publishing, nacks, interleaved reads."""
-        kinds, consumers = self.kinds, state.consumers
+        kinds, consumers, act = self.kinds, state.consumers, self._actions
         if "add" in kinds and len(consumers) < self.max_consumers:
             used = {c.id for c in consumers}
             cid = next(i for i in itertools.count(1) if i not in used)
-            # Built directly: `name` cannot be a keyword of Action.of. The parameters are in sorted order.
             connected = {c.name for c in consumers}
-            out.extend(
-                Action("add", (("consumer", cid), ("name", n), ("permits", p)))
+            out.extend([
+                act[("add", cid, n, p)]
                 for n in self.names
                 if self.same_name or n not in connected
                 for p in self.add_permits
-            )
+            ])
         if "remove" in kinds and (self.disconnect_during_replay_read or state.replay_read is None):
-            out.extend(Action.of("remove", consumer=c.id) for c in consumers)
+            out.extend([act[("remove", c.id)] for c in consumers])
         if "publish" in kinds and len(state.messages) < self.max_messages:
-            out.extend(Action.of("publish", key=k) for k in self.keys)
+            out.extend([act[("publish", k)] for k in self.keys])
         for c in consumers:
             if "redeliver" in kinds:
-                out.extend(Action.of("redeliver", consumer=c.id, position=p) for p in c.held)
+                out.extend([act[("redeliver", c.id, p)] for p in c.held])
             if "redeliver_all" in kinds and c.held:
-                out.append(Action.of("redeliver_all", consumer=c.id))
+                out.append(act[("redeliver_all", c.id)])
         if "interleaved_read" in kinds and consumers:
-            inner = [a for a in out if a.name in ("ack", "flow")]
-            out.extend(
-                Action.of("interleaved_read", stage=stage, index=i, inner=_inner(a))
+            out.extend([
+                act[("interleaved_read", i, a, stage)]
                 for stage in STAGES
                 for i in range(1, self.interleave + 1)
                 for a in inner
-            )
+            ])
         if "settle" in kinds and consumers:  # fairness needs someone to deliver to
-            out.append(Action.of("settle", stubborn=0))
-            out.extend(Action.of("settle", stubborn=c.id) for c in consumers if c.held)
+            out.append(act[("settle", 0)])
+            out.extend([act[("settle", c.id)] for c in consumers if c.held])
 
     def step(self, state: KSState, action: Action) -> tuple[KSState, Observation]:
-        last, allowed = self._last_enabled
+        last, offered = self._last_enabled
         if last is not state:
-            allowed = frozenset(self.enabled(state))
-        if action not in allowed:
+            self.enabled(state)
+            offered = self._last_enabled[1]
+        # The engines step the very objects `enabled` returned; a trace's action is matched by value.
+        same = action if id(action) in offered else self._actions.by_fields.get((action.name, action.params))
+        if same is None or id(same) not in offered:
             raise ActionNotEnabled(action, f"{len(state.consumers)} consumer(s), {len(state.messages)} message(s)")
+        args = self._actions.args[id(same)]
         d = _Dispatch(self, state)
         name = action.name
         observation: dict[str, Json] = {}
         if name == "add":
-            name_param = action["name"]
-            assert isinstance(name_param, str)
-            d.add(_int(action, "consumer"), name_param, _int(action, "permits"))
+            cid, joiner, permits = args
+            d.add(cid, joiner, permits)
         elif name == "remove":
-            d.remove(_int(action, "consumer"))
+            d.remove(args[0])
         elif name == "publish":
-            d.messages.append(self.keys.index(str(action["key"])))
+            d.messages += (self.keys.index(args[0]),)
         elif name == "flow":
-            d.consumer(_int(action, "consumer")).permits += _int(action, "n")
+            cid, n = args
+            d.consumer(cid).permits += n
         elif name == "ack":
-            d.ack(_int(action, "consumer"), _int(action, "position"))
+            cid, position = args
+            d.ack(cid, position)
         elif name == "redeliver":
-            d.redeliver(_int(action, "consumer"), [_int(action, "position")])
+            cid, position = args
+            d.redeliver(cid, [position])
         elif name == "redeliver_all":
-            d.redeliver(_int(action, "consumer"), None)
+            d.redeliver(args[0], None)
         elif name == "read":
             d.read_more()
         elif name == "fire":
@@ -1155,14 +1245,13 @@ class KeySharedModel:
             op = d.begin_read()
             observation["read"] = [op[0], list(op[1])] if op is not None else ["None", []]
         elif name == "complete_read":
-            d.complete_read(str(action["kind"]))
+            d.complete_read(args[0])
         elif name == "interleaved_read":
-            inner = action["inner"]
-            assert isinstance(inner, tuple)
-            d.hook = (str(action["stage"]), _int(action, "index"), _outer(inner))
+            index, inner, stage = args
+            d.hook = (stage, index, inner)
             d.read_more()
         else:  # settle
-            stubborn = _int(action, "stubborn")
+            stubborn = args[0]
             d.settled = True
             d.pinned = tuple(sorted(d.consumer(stubborn).held)) if stubborn else ()
         observation["delivered"] = d.delivered
@@ -1225,17 +1314,6 @@ class KeySharedModel:
             "pinned": list(state.pinned),
             "events": list(state.events),
         }
-
-
-def _inner(action: Action) -> tuple[Param, ...]:
-    """An ack or flow as an action parameter: (name, consumer, position or n)."""
-    return (action.name, action["consumer"], action["position"] if action.name == "ack" else action["n"])
-
-
-def _outer(inner: tuple[Param, ...]) -> Action:
-    name, consumer, value = inner
-    assert isinstance(name, str)
-    return Action.of(name, consumer=consumer, **({"position": value} if name == "ack" else {"n": value}))
 
 
 def _tuple(value: Param) -> tuple[Param, ...]:
