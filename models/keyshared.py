@@ -294,6 +294,7 @@ class _Dispatch:
         self.pass_depth = 0
         self.deferred_prune = False
         self.hook: tuple[str, int, tuple[str, int, int]] | None = None  # (stage, index, inner of interleaved_read)
+        self.reached: set[tuple[str, int]] = set()  # the (stage, index) points passed without a hook
         self.delivered: list[Json] = []
         self.released_blocked = False
 
@@ -618,7 +619,10 @@ class _Dispatch:
     def interleave(self, stage: str, index: int) -> None:
         """§4.6: the harness's ack or flow at (stage, index) of a pass, at most once per read."""
         hook = self.hook
-        if hook is None or index == 0 or (stage, index) != hook[:2]:
+        if hook is None:
+            self.reached.add((stage, index))
+            return
+        if index == 0 or (stage, index) != hook[:2]:
             return
         self.hook = None
         name, cid, value = hook[2]
@@ -1028,6 +1032,10 @@ class KeySharedModel:
         self._actions = _Actions()
         # The engines ask for the enabled actions and then step each of them from the same state.
         self._last_enabled: tuple[KSState | None, set[int]] = (None, set())
+        # ... and `read` first: its result, deliveries and the points its passes reached, from that state.
+        self._read_from: tuple[KSState | None, KSState, list[Json], set[tuple[str, int]]] = (
+            None, self.initial(), [], set()
+        )
         self.invariants: Sequence[Invariant[KSState]] = (
             Invariant("KS-I1", self._one_holder, "at most one connected consumer holds a position of each hash"),
             Invariant("KS-I2", self._tracker_consistent, "tracker entries match the drainer's pending acks"),
@@ -1213,8 +1221,12 @@ class KeySharedModel:
         if same is None or id(same) not in offered:
             raise ActionNotEnabled(action, f"{len(state.consumers)} consumer(s), {len(state.messages)} message(s)")
         args = self._actions.args[id(same)]
-        d = _Dispatch(self, state)
         name = action.name
+        read = self._read_from
+        if name == "interleaved_read" and read[0] is state and (args[2], args[0]) not in read[3]:
+            # The plain read from this state never reached the hook's point, so this read is that one.
+            return read[1], {"delivered": list(read[2])}
+        d = _Dispatch(self, state)
         observation: dict[str, Json] = {}
         if name == "add":
             cid, joiner, permits = args
@@ -1258,6 +1270,8 @@ class KeySharedModel:
         after = d.freeze()
         if any(self._came_back(after, e) for e in state.draining):
             after = after._replace(events=tuple(sorted({*after.events, CAME_BACK})))
+        if name == "read":
+            self._read_from = (state, after, d.delivered, d.reached)
         return after, observation
 
     def _came_back(self, after: KSState, entry: Draining) -> bool:
