@@ -313,31 +313,32 @@ class _Dispatch:
             self.broken.add("KS-I5a")
         s, thawed = self.source, self.__dict__
         in_flight = self.normal_read is not None or self.replay_read is not None
-        return KSState(
-            messages=self.messages,
-            consumers=tuple([c.freeze() for c in self.cons]),
-            read_position=self.read_pos,
-            mark_delete=self.md,
-            acked=self.acked,
-            replay=tuple(sorted(self.replay.items())) if self.replay else (),
-            draining=tuple([Draining(h, e[0], e[1], bool(e[2])) for h, e in sorted(self.tracker.items())])
+        # Positional, through _make: a call with 22 keywords cost more than the rest of freeze.
+        return KSState._make((
+            self.messages,
+            tuple([c.freeze() for c in self.cons]),
+            self.read_pos,
+            self.md,
+            self.acked,
+            tuple(sorted(self.replay.items())) if self.replay else (),
+            tuple([Draining(h, e[0], e[1], bool(e[2])) for h, e in sorted(self.tracker.items())])
             if "tracker" in thawed else s.draining,
-            scheduled_read=self.scheduled,
-            skip_next_replay=self.skip,
-            stuck_on_replays=self.stuck,
-            recently_joined=tuple(self.joined) if "joined" in thawed else s.recently_joined,
-            last_sent=self.last_sent,
-            sent=tuple(sorted(self.sent)) if "sent" in thawed else s.sent,
-            normal_read=self.normal_read,
-            replay_read=self.replay_read,
-            min_replayed=self.min_replayed if in_flight else None,
-            rewind=self.rewind,
-            nacked=tuple(sorted({p for p in self.nacked if not self.is_acked(p)})) if self.nacked else (),
-            settled=self.settled,
-            pinned=self.pinned,
-            broken=tuple(sorted(self.broken)) if "broken" in thawed else s.broken,
-            events=tuple(sorted(self.events)) if "events" in thawed else (),
-        )
+            self.scheduled,
+            self.skip,
+            self.stuck,
+            tuple(self.joined) if "joined" in thawed else s.recently_joined,
+            self.last_sent,
+            tuple(sorted(self.sent)) if "sent" in thawed else s.sent,
+            self.normal_read,
+            self.replay_read,
+            self.min_replayed if in_flight else None,
+            self.rewind,
+            tuple(sorted({p for p in self.nacked if not self.is_acked(p)})) if self.nacked else (),
+            self.settled,
+            self.pinned,
+            tuple(sorted(self.broken)) if "broken" in thawed else s.broken,
+            tuple(sorted(self.events)) if "events" in thawed else (),
+        ))
 
     # ------------------------------------------------------------------ helpers
 
