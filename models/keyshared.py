@@ -242,6 +242,8 @@ class _Thawed(Generic[Obj, T]):
 class _Consumer:
     """One consumer of a thawed state, mutable for the length of a step."""
 
+    __slots__ = ("__dict__", "frozen", "id", "name", "name_index", "permits")  # __dict__: the _Thawed fields
+
     def __init__(self, c: Consumer) -> None:
         self.frozen = c
         self.id, self.name, self.name_index, self.permits = c.id, c.name, c.name_index, c.permits
@@ -270,6 +272,15 @@ class _Dispatch:
     `messages`, `acked` and `nacked` stay tuples (read far more often than written, and rebuilt where
     written); the fields few steps use are `_Thawed`.
     """
+
+    # The rest (the _Thawed fields) in __dict__: past 30 attributes an instance dict stops sharing its
+    # keys, and building one cost more than a short step.
+    __slots__ = (
+        "__dict__", "acked", "batch_level", "classic", "cons", "deferred_prune", "delivered", "hook", "last_sent",
+        "md", "messages", "min_replayed", "model", "nacked", "normal_read", "pass_depth", "pinned", "pip282",
+        "pip379", "reached", "read_pos", "released_blocked", "replay", "replay_read", "rewind", "scheduled",
+        "settled", "skip", "source", "stuck", "unblocked_while_batching", "unblocks",
+    )
 
     def __init__(self, model: KeySharedModel, s: KSState) -> None:
         self.model = model
