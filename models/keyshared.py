@@ -131,11 +131,13 @@ class Ring(NamedTuple):
 
     owners: dict[int, int]
     ranges: tuple[tuple[int, int, int], ...]
+    promoting: frozenset[int] = frozenset()  # slots whose leaving passes a point to a consumer colliding there
 
 
 def build_ring(join: Sequence[tuple[str, int]], points: int, range_max: int, hashes: Sequence[int]) -> Ring:
     """§4.1: each point selects its earliest-joined claimer; the snapshot tiles [1, range_max]."""
-    selected = {point: slots[0] for point, slots in claims(join, points, range_max).items()}
+    claimed = claims(join, points, range_max)
+    selected = {point: slots[0] for point, slots in claimed.items()}
     if not selected:
         return Ring({}, ())
     ring = sorted(selected)
@@ -158,7 +160,7 @@ def build_ring(join: Sequence[tuple[str, int]], points: int, range_max: int, has
             ranges[-1] = (ranges[-1][0], range_max, first)
         else:
             ranges.append((ring[-1] + 1, range_max, first))
-    return Ring(owners, tuple(ranges))
+    return Ring(owners, tuple(ranges), frozenset(slots[0] for slots in claimed.values() if len(set(slots)) > 1))
 
 
 class Consumer(NamedTuple):
@@ -309,7 +311,7 @@ class _Dispatch:
         self.delivered: list[Json] = []
         self.released_blocked = False
 
-    ring = _Thawed["_Dispatch", Ring](lambda d: d.model.ring(d.source.consumers))
+    ring = _Thawed["_Dispatch", Ring](lambda d: d.model.ring_of(d.source))
     tracker = _Thawed["_Dispatch", dict[int, list[int]]](
         lambda d: {e.hash: [e.owner, e.ref_count, e.blocked] for e in d.source.draining}
     )
@@ -542,7 +544,7 @@ class _Dispatch:
 
     def remove(self, cid: int) -> None:
         c = self.consumer(cid)
-        if self.cons.index(c) in self.model.promoting(tuple((x.name, x.name_index) for x in self.cons)):
+        if self.cons.index(c) in self.ring.promoting:
             self.events.add(PROMOTED)
         before = self.owner_ids()
         self.cons.remove(c)
@@ -1039,7 +1041,8 @@ class KeySharedModel:
         self.key_hashes = tuple(sticky_hash(k, self.range_max) for k in self.keys)
         self._hashes = tuple(sorted(set(self.key_hashes)))
         self._rings: dict[tuple[tuple[str, int], ...], Ring] = {}
-        self._promoting: dict[tuple[tuple[str, int], ...], frozenset[int]] = {}
+        self._ring_of: tuple[KSState | None, Ring] = (None, Ring({}, ()))
+        self._key_of: tuple[KSState | None, Hashable] = (None, None)
         self._in_join_order = _InJoinOrder()
         self._actions = _Actions()
         # The engines ask for the enabled actions and then step each of them from the same state.
@@ -1071,15 +1074,13 @@ class KeySharedModel:
             ring = self._rings[join] = build_ring(join, self.points, self.range_max, self._hashes)
         return ring
 
-    def promoting(self, join: tuple[tuple[str, int], ...]) -> frozenset[int]:
-        """The join slots whose leaving passes a ring point to a consumer colliding there (cached per join)."""
-        slots = self._promoting.get(join)
-        if slots is None:
-            slots = self._promoting[join] = frozenset(
-                claimers[0] for claimers in claims(join, self.points, self.range_max).values()
-                if len(set(claimers)) > 1
-            )
-        return slots
+    def ring_of(self, state: KSState) -> Ring:
+        """The ring of a state's consumers; the last state's is kept, as every action from it asks."""
+        last, ring = self._ring_of
+        if last is not state:
+            ring = self.ring(state.consumers)
+            self._ring_of = (state, ring)
+        return ring
 
     def owner(self, state: KSState, h: int) -> int | None:
         """Id of the consumer `select(h)` returns, or None on an empty ring."""
@@ -1280,7 +1281,7 @@ class KeySharedModel:
             d.pinned = tuple(sorted(d.consumer(stubborn).held)) if stubborn else ()
         observation["delivered"] = d.delivered
         after = d.freeze()
-        if any(self._came_back(after, e) for e in state.draining):
+        if state.draining and any(self._came_back(after, e) for e in state.draining):
             after = after._replace(events=tuple(sorted({*after.events, CAME_BACK})))
         if name == "read":
             self._read_from = (state, after, d.delivered, d.reached)
@@ -1294,7 +1295,15 @@ class KeySharedModel:
 
     def key(self, state: KSState) -> Hashable:
         """The state up to symmetry: consumer ids are labels, so they are renumbered in join order; and
-        without `fire` or `run`, nothing reads `scheduled_read` (KS-I5a is already judged in `broken`)."""
+        without `fire` or `run`, nothing reads `scheduled_read` (KS-I5a is already judged in `broken`).
+        The last state's key is kept: most interleaved_read steps give the same state object in a row."""
+        last, key = self._key_of
+        if last is not state:
+            key = self._symmetric(state)
+            self._key_of = (state, key)
+        return key
+
+    def _symmetric(self, state: KSState) -> Hashable:
         consumers = state.consumers
         in_order = [c[0] for c in consumers] == self._in_join_order[len(consumers)]
         if in_order and not (self._flag_unread and state.scheduled_read):
