@@ -4,7 +4,7 @@ A pure transition system over one subscription: an ``InMemoryDelayedDeliveryTrac
 timer (§4.6) and the dispatcher that re-checks the exact ``D`` of every offer (§2, §4.5). It is
 written from the spec, independently of ``reference_impl/delayed/``, so the two run in lockstep.
 The bitmaps are abstracted to a sorted tuple of ``(key, position)``; the storage invariants only the
-bitmaps can break (DD-I5's "no empty map", DD-I7) are checked on the reference by ``properties.delayed``.
+bitmaps can break (DD-I5's "no empty map", DD-I7) are checked on the reference by ``properties.delayed.binding``.
 
 Actions (each one complete harness step, §5):
 

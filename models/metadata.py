@@ -9,7 +9,7 @@ is written from the spec, independently of `reference_impl/metadata/`, so the tw
 Scope: one store on the zk backend (batched or not) with one `MetadataCache`, and every cost 0, so
 time passes only through the periodic flush and fixed rate and fixed delay coincide. The cost
 properties (MD-I6's queue-wait bound, MD-P1's flush spacing after a stall) need costs and are
-measured by the bench on the reference (`properties.metadata.bench`). Not modelled: faults,
+measured by the bench on the reference (`properties.metadata.binding.bench`). Not modelled: faults,
 retries, read-modify-update, the memory backend; `max_size_kb` never limits a batch at these sizes.
 
 How a segment is modelled: a running task is a *continuation*, a tuple of small instructions

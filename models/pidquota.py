@@ -24,7 +24,7 @@ it and records it in `broken`. The ghost variables they need (the age of each (p
 sighting and of its last two merges, and whether a principal stayed within PQ-I4b's rate condition) are
 forgotten (-1) once too old to matter; they are in the key but not in `vars`, since no implementation
 reports them. PQ-I4b and PQ-I10 are judged on the state. PQ-I6 is judged on the reference's sensor by
-`properties.pidquota`; PQ-I8 (isolation) follows from lockstep, as the model keeps one slot per principal
+`properties.pidquota.binding`; PQ-I8 (isolation) follows from lockstep, as the model keeps one slot per principal
 and every variable is compared; PQ-I3, PQ-I7, PQ-I9 and PQ-I11 concern the filter, sensors and hashers
 abstracted here and are tested on the reference. The spec states no liveness property (PQ-I5 is bounded).
 

@@ -1,65 +1,25 @@
-"""The mechanisms brokerspec knows, each bound to its model, reference and known-bad variants.
+"""The mechanisms brokerspec knows, by name: the one place a name becomes a `Mechanism`.
 
-A mechanism module under `properties/` exposes one `MECHANISM`; the command line, the replayer and
-the corpus tests find every mechanism here, so adding one means adding its module name below.
+Each `properties/<mechanism>/binding.py` exposes one `MECHANISM`; the command line, the pipeline
+and the corpus tests find every mechanism here, so adding one means adding its binding below.
+Engines never import this module: they are handed a `Mechanism`.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from properties.delayed.binding import MECHANISM as DELAYED
+from properties.engines.mechanism import Mechanism
+from properties.keyshared.binding import MECHANISM as KEYSHARED
+from properties.metadata.binding import MECHANISM as METADATA
+from properties.pidquota.binding import MECHANISM as PIDQUOTA
+from properties.topiclist.binding import MECHANISM as TOPICLIST
 
-from models.core import Model, Param
-from properties.engines.bmc import ProofResult
-from properties.engines.lockstep import ImplementationFactory
-
-_MODULES: tuple[str, ...] = tuple(
-    f"properties.{name}.binding" for name in ("topiclist", "delayed", "metadata", "pidquota", "keyshared")
-)
-
-
-@dataclass(frozen=True)
-class Mechanism:
-    """Everything the engines need to check one mechanism.
-
-    `twins` maps each known-bad variant to the invariant the harness must report on it: a check
-    that passes on `current` is only trusted because it fails on these. Every configuration must
-    pass on `current`; a twin must be caught by at least one configuration of each engine (its bug
-    may be out of reach of some, e.g. a flow bug in a semaphore-only configuration). `proofs(depth)` returns
-    Z3 verdicts, each with whether it must hold (False for a mutant twin that must fail).
-    `bench` adds the mechanism's own measurements (e.g. a memory experiment) to `brokerspec bench`; it
-    gets the bench's output folder, for the plots it draws.
-    """
-
-    name: str
-    spec: str
-    make_model: Callable[[Mapping[str, Param] | None, str], Model[Any]]
-    make_reference: ImplementationFactory | None
-    current: str
-    twins: Mapping[str, str]
-    explore_configs: Mapping[str, Mapping[str, Param]]
-    hypothesis_configs: Mapping[str, Mapping[str, Param]]
-    proofs: Callable[[int], list[tuple[ProofResult, bool]]] | None = None
-    bench: Callable[[Path], dict[str, object]] | None = None
-    conformance_steps: Mapping[str, int] = field(default_factory=dict)
-    """Replayed steps the conformance engine spends on an explore configuration, where it is not the
-    default: a large configuration whose every transition would take minutes gets its shallowest ones."""
-
-    @property
-    def variants(self) -> tuple[str, ...]:
-        return (self.current, *self.twins)
+_ORDER: tuple[Mechanism, ...] = (TOPICLIST, DELAYED, METADATA, PIDQUOTA, KEYSHARED)
 
 
 def mechanisms() -> dict[str, Mechanism]:
     """Every registered mechanism by name, in a stable order."""
-    found: dict[str, Mechanism] = {}
-    for module_name in _MODULES:
-        mechanism: Mechanism = importlib.import_module(module_name).MECHANISM
-        found[mechanism.name] = mechanism
-    return found
+    return {mechanism.name: mechanism for mechanism in _ORDER}
 
 
 def get(name: str) -> Mechanism:

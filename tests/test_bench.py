@@ -15,7 +15,7 @@ import pytest
 
 from properties import registry
 from properties.cli import PASS, USAGE, bench, main
-from properties.registry import Mechanism
+from properties.engines.mechanism import Mechanism
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -115,8 +115,7 @@ def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
         (folder / "tiny-own.png").write_bytes(PNG)
         return {"own_plot": str(folder / "tiny-own.png")}
 
-    monkeypatch.setattr(module, "MECHANISM", replace(module.MECHANISM, bench=own))
-    monkeypatch.setattr(registry, "_MODULES", (*registry._MODULES, "tests.engines.tiny"))
+    monkeypatch.setattr(registry, "_ORDER", (*registry._ORDER, replace(module.MECHANISM, bench=own)))
 
 
 @pytest.mark.usefixtures("tiny")

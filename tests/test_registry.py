@@ -7,6 +7,7 @@ import pytest
 from models.core import violated
 from properties import registry
 from properties.cli.promote import corpus
+from properties.engines.mechanism import Mechanism
 
 MECHANISMS = list(registry.mechanisms().values())
 IDS = [m.name for m in MECHANISMS]
@@ -18,7 +19,7 @@ def test_every_mechanism_of_the_design_is_registered() -> None:
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS, ids=IDS)
-def test_a_bad_variant_or_config_key_is_one_clear_error_naming_it(mechanism: registry.Mechanism) -> None:
+def test_a_bad_variant_or_config_key_is_one_clear_error_naming_it(mechanism: Mechanism) -> None:
     with pytest.raises(ValueError, match=f"^unknown variant 'nope' of {mechanism.name} \\(known: "):
         mechanism.make_model(None, "nope")
     with pytest.raises(ValueError, match=f"^unknown config key\\(s\\) of {mechanism.name}: typo \\(known: "):
@@ -26,7 +27,7 @@ def test_a_bad_variant_or_config_key_is_one_clear_error_naming_it(mechanism: reg
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS, ids=IDS)
-def test_models_build_for_every_variant_and_start_sound(mechanism: registry.Mechanism) -> None:
+def test_models_build_for_every_variant_and_start_sound(mechanism: Mechanism) -> None:
     for variant in mechanism.variants:
         for config in (*mechanism.explore_configs.values(), *mechanism.hypothesis_configs.values()):
             model = mechanism.make_model(config, variant)
@@ -38,7 +39,7 @@ def test_models_build_for_every_variant_and_start_sound(mechanism: registry.Mech
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS, ids=IDS)
-def test_each_twin_names_an_invariant_the_model_checks(mechanism: registry.Mechanism) -> None:
+def test_each_twin_names_an_invariant_the_model_checks(mechanism: Mechanism) -> None:
     assert mechanism.twins, f"{mechanism.name} has no known-bad variant: its checks could not be shown to fail"
     for variant, invariant in mechanism.twins.items():
         model = mechanism.make_model(None, variant)
@@ -47,6 +48,6 @@ def test_each_twin_names_an_invariant_the_model_checks(mechanism: registry.Mecha
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS, ids=IDS)
-def test_each_twin_has_a_committed_counterexample(mechanism: registry.Mechanism) -> None:
+def test_each_twin_has_a_committed_counterexample(mechanism: Mechanism) -> None:
     saved = corpus(mechanism.name)
     assert saved, f"traces/corpus/{mechanism.name}/ is empty"

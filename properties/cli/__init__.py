@@ -35,12 +35,12 @@ from properties.engines.counterexamples import shrunk
 from properties.engines.coverage import Coverage, Recorder, from_exploration
 from properties.engines.explorer import Exploration, Finding, Progress, explore
 from properties.engines.lockstep import DIVERGENCE
+from properties.engines.mechanism import Mechanism
 from properties.engines.protocol import describe
 from properties.engines.replay import STUCK_KINDS, record, replay
 from properties.engines.shrink import shrink, stuck_oracle
 from properties.engines.stateful import FailedRun, build_state_machine, find_failure
 from properties.engines.verify import PORT_PREFIX, PortSpec, record_on_port, run_actions, verify
-from properties.registry import Mechanism
 from traces.format import Trace, TraceError, load, save
 
 PASS, VIOLATED, DIVERGED, USAGE, INFRA = 0, 1, 2, 3, 4

@@ -19,7 +19,7 @@ from typing import cast
 
 from properties.cli import mutants
 from properties.engines.explorer import explore
-from properties.registry import Mechanism
+from properties.engines.mechanism import Mechanism
 
 EXPLORER_GOAL = 100_000  # distinct states per second
 STATEFUL_GOAL = 2_000  # lockstep steps per second

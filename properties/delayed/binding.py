@@ -35,7 +35,7 @@ from models.core import Action, Json, Observation, Param
 from models.delayed import EXPLORE_CONFIG, HYPOTHESIS_CONFIG, MAX_LONG, DelayedModel
 from properties.cli.bench import OUT
 from properties.delayed import proofs as delayed_z3
-from properties.registry import Mechanism
+from properties.engines.mechanism import Mechanism
 from reference_impl.delayed import (
     DispatcherModel,
     InMemoryDelayedDeliveryTracker,

@@ -17,10 +17,10 @@ from hypothesis import settings
 from models.core import Action, Param
 from properties.engines.explorer import explore
 from properties.engines.lockstep import Implementation, Lockstep
+from properties.engines.mechanism import Mechanism
 from properties.engines.replay import record
 from properties.engines.shrink import failure_oracle, shrink
 from properties.engines.stateful import FailedRun, build_state_machine, find_failure
-from properties.registry import Mechanism
 from traces.format import Trace
 
 SEARCH = settings(max_examples=200, stateful_step_count=40, derandomize=True, database=None, deadline=None)

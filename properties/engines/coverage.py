@@ -28,8 +28,8 @@ from models.keyshared_tracker import HASH_NOT_SET as KS_HASH_NOT_SET
 from models.keyshared_tracker import KEPT_MISMATCH as KS_KEPT_MISMATCH
 from models.keyshared_tracker import OVERWROTE as KS_OVERWROTE
 from properties.engines.explorer import Exploration
+from properties.engines.mechanism import Mechanism
 from properties.engines.stateful import build_state_machine, find_failure
-from properties.registry import Mechanism
 
 Vars = Mapping[str, Json]
 Predicate = Callable[[Mapping[str, Param], Vars], bool]

@@ -27,7 +27,7 @@ from typing import Any
 from models.core import Action, Json, Model, Observation, Param
 from properties import registry
 from properties.engines.lockstep import as_json
-from properties.registry import Mechanism
+from properties.engines.mechanism import Mechanism
 
 ENUMERATED_STATES = 200
 """States enumerated per configuration to infer types and collect examples (breadth-first, deterministic)."""

@@ -40,9 +40,9 @@ from models.keyshared_tracker import HYPOTHESIS_CONFIG as TRACKER_HYPOTHESIS_CON
 from models.keyshared_tracker import WIDE_EXPLORE_CONFIG as TRACKER_WIDE_EXPLORE_CONFIG
 from models.keyshared_tracker import KeySharedTrackerModel
 from properties.engines.lockstep import Implementation
+from properties.engines.mechanism import Mechanism
 from properties.keyshared import proofs as keyshared_z3
 from properties.keyshared.tracker import KeySharedTrackerReference
-from properties.registry import Mechanism
 from reference_impl.keyshared import LEDGER_ID, Consumer, KeySharedDispatcher, Position, ReadOp
 
 

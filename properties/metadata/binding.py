@@ -49,8 +49,8 @@ from models.metadata import (
     client_label,
 )
 from properties.engines.lockstep import DIVERGENCE
+from properties.engines.mechanism import Mechanism
 from properties.metadata.proofs import proofs
-from properties.registry import Mechanism
 from reference_impl.metadata import (
     Costs,
     GetResult,

@@ -44,8 +44,8 @@ from typing import cast
 
 from models.core import Action, Json, Observation, Param
 from models.pidquota import EXPLORE_CONFIG, FPP, HYPOTHESIS_CONFIG, PidQuotaModel
+from properties.engines.mechanism import Mechanism
 from properties.pidquota import proofs as pidquota_z3
-from properties.registry import Mechanism
 from reference_impl.pidquota import (
     EnhancedDoubleHasher,
     IncrementingHasher,

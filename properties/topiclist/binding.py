@@ -42,7 +42,7 @@ from models.topiclist import (
     HYPOTHESIS_FLOWS_CONFIG,
     TopicListModel,
 )
-from properties.registry import Mechanism
+from properties.engines.mechanism import Mechanism
 from properties.topiclist import proofs as topiclist_z3
 from reference_impl.topiclist import (
     LONG_MAX,

@@ -9,4 +9,6 @@ from properties import registry
 
 @pytest.fixture
 def tiny_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry, "_MODULES", (*registry._MODULES, "tests.engines.tiny"))
+    from tests.engines import tiny
+
+    monkeypatch.setattr(registry, "_ORDER", (*registry._ORDER, tiny.MECHANISM))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from models.core import Action
+from properties import registry
 from properties.cli import DIVERGED, PASS, USAGE, VIOLATED, main
 from properties.engines.replay import record
 from tests.engines.tiny import CounterModel
@@ -28,8 +30,8 @@ def test_check_fails_when_a_twin_is_not_caught(monkeypatch: pytest.MonkeyPatch, 
                                                capsys: pytest.CaptureFixture[str]) -> None:
     from tests.engines import tiny
 
-    monkeypatch.setattr(tiny, "MECHANISM", type(tiny.MECHANISM)(**{**tiny.MECHANISM.__dict__,
-                                                                   "twins": {"stuck": "C-I1"}}))
+    blind = replace(tiny.MECHANISM, twins={"stuck": "C-I1"})
+    monkeypatch.setattr(registry, "_ORDER", tuple(blind if m is tiny.MECHANISM else m for m in registry._ORDER))
     code = main(["check", "--mechanism", "tiny", "--batches", "1", "--profile", "dev", "--out", str(tmp_path)])
     assert code == VIOLATED
     assert "TWIN MISSED (C-I1)" in capsys.readouterr().out

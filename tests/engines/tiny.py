@@ -15,7 +15,7 @@ import z3
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
 from properties.engines.bmc import Frame, SymbolicSystem
-from properties.registry import Mechanism
+from properties.engines.mechanism import Mechanism
 
 VARIANTS = ("fixed", "overflow", "stuck")
 NAMES = ("inc", "add", "lock", "reset")
