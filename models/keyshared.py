@@ -242,46 +242,47 @@ class _Thawed(Generic[Obj, T]):
 
 
 class _Consumer:
-    """One consumer of a thawed state, mutable for the length of a step."""
+    """One consumer of a thawed state, mutable for the length of a step. `pending` and `held` stay sorted
+    tuples, rebuilt where a step changes them: they hold a few positions and most steps only read them."""
 
-    __slots__ = ("__dict__", "frozen", "id", "name", "name_index", "permits")  # __dict__: the _Thawed fields
+    __slots__ = ("frozen", "held", "id", "name", "name_index", "pending", "permits")
 
     def __init__(self, c: Consumer) -> None:
         self.frozen = c
-        self.id, self.name, self.name_index, self.permits = c.id, c.name, c.name_index, c.permits
-
-    pending = _Thawed["_Consumer", set[int]](lambda c: set(c.frozen.pending))
-    held = _Thawed["_Consumer", set[int]](lambda c: set(c.frozen.held))
+        self.id, self.name, self.name_index, self.permits, self.pending, self.held = c
 
     def freeze(self) -> Consumer:
         """The consumer as it is now: the same tuple when the step changed nothing of it."""
-        c, thawed = self.frozen, self.__dict__
-        if self.permits == c.permits and "pending" not in thawed and "held" not in thawed:
+        c = self.frozen
+        if self.permits == c.permits and self.pending is c.pending and self.held is c.held:
             return c
-        return Consumer(
-            c.id,
-            c.name,
-            c.name_index,
-            self.permits,
-            tuple(sorted(self.pending)) if "pending" in thawed else c.pending,
-            tuple(sorted(self.held)) if "held" in thawed else c.held,
-        )
+        return Consumer(c.id, c.name, c.name_index, self.permits, self.pending, self.held)
+
+
+def _added(positions: tuple[int, ...], position: int) -> tuple[int, ...]:
+    """The sorted `positions` with `position`."""
+    return positions if position in positions else tuple(sorted((*positions, position)))
+
+
+def _removed(positions: tuple[int, ...], position: int) -> tuple[int, ...]:
+    """The sorted `positions` without `position`."""
+    return tuple([p for p in positions if p != position]) if position in positions else positions
 
 
 class _Dispatch:
     """One operation on a thawed state; the methods follow §4.4–§4.6 and the reference step by step.
 
-    `messages`, `acked` and `nacked` stay tuples (read far more often than written, and rebuilt where
-    written); the fields few steps use are `_Thawed`.
+    `messages`, `acked`, `nacked` and `joined` stay tuples (read far more often than written, and rebuilt
+    where written); the fields few steps use are `_Thawed`.
     """
 
     # The rest (the _Thawed fields) in __dict__: past 30 attributes an instance dict stops sharing its
     # keys, and building one cost more than a short step.
     __slots__ = (
-        "__dict__", "acked", "batch_level", "classic", "cons", "deferred_prune", "delivered", "hook", "last_sent",
-        "md", "messages", "min_replayed", "model", "nacked", "normal_read", "pass_depth", "pinned", "pip282",
-        "pip379", "reached", "read_pos", "released_blocked", "replay", "replay_read", "rewind", "scheduled",
-        "settled", "skip", "source", "stuck", "unblocked_while_batching", "unblocks",
+        "__dict__", "acked", "batch_level", "classic", "cons", "deferred_prune", "delivered", "hook", "joined",
+        "last_sent", "md", "messages", "min_replayed", "model", "nacked", "normal_read", "pass_depth", "pinned",
+        "pip282", "pip379", "reached", "read_pos", "released_blocked", "replay", "replay_read", "rewind",
+        "scheduled", "settled", "skip", "source", "stuck", "unblocked_while_batching", "unblocks",
     )
 
     def __init__(self, model: KeySharedModel, s: KSState) -> None:
@@ -298,6 +299,7 @@ class _Dispatch:
         self.batch_level = 0
         self.unblocked_while_batching = False
         self.scheduled, self.skip, self.stuck = s.scheduled_read, s.skip_next_replay, s.stuck_on_replays
+        self.joined = s.recently_joined
         self.last_sent = s.last_sent
         self.normal_read, self.replay_read, self.min_replayed = s.normal_read, s.replay_read, s.min_replayed
         self.rewind = s.rewind
@@ -315,7 +317,6 @@ class _Dispatch:
     tracker = _Thawed["_Dispatch", dict[int, list[int]]](
         lambda d: {e.hash: [e.owner, e.ref_count, e.blocked] for e in d.source.draining}
     )
-    joined = _Thawed["_Dispatch", list[tuple[int, int]]](lambda d: list(d.source.recently_joined))
     sent = _Thawed["_Dispatch", set[int]](lambda d: set(d.source.sent))
     broken = _Thawed["_Dispatch", set[str]](lambda d: set(d.source.broken))
     events = _Thawed["_Dispatch", set[str]](lambda d: set())
@@ -339,7 +340,7 @@ class _Dispatch:
             self.scheduled,
             self.skip,
             self.stuck,
-            tuple(self.joined) if "joined" in thawed else s.recently_joined,
+            self.joined,
             self.last_sent,
             tuple(sorted(self.sent)) if "sent" in thawed else s.sent,
             self.normal_read,
@@ -453,7 +454,7 @@ class _Dispatch:
         if self.pip379 and batch and positions:
             self.start_batch()
         for position in positions:
-            c.pending.discard(position)
+            c.pending = _removed(c.pending, position)
             if self.pip379:
                 self.reduce_ref_count(c.id, self.hash_of(position), False)
         if self.pip379 and batch and positions:
@@ -463,13 +464,13 @@ class _Dispatch:
         """REMOVE (lost a hash it holds: add entries) for everyone first, then ADD (got it back)."""
         for x in self.cons:
             if x.id != skip:
-                for position in sorted(x.pending):
+                for position in x.pending:
                     h = self.hash_of(position)
                     if before.get(h) == x.id and after.get(h) != x.id:
                         self.add_entry(x.id, h)
         for x in self.cons:
             if x.id != skip:
-                for position in sorted(x.pending):
+                for position in x.pending:
                     h = self.hash_of(position)
                     entry = self.tracker.get(h)
                     if after.get(h) == x.id and before.get(h) != x.id and entry is not None and entry[0] == x.id:
@@ -485,14 +486,16 @@ class _Dispatch:
     # ------------------------------------------------------------------ recently joined (classic, pip282)
 
     def put_joined(self, cid: int, position: int) -> None:
-        for i, (existing, _) in enumerate(self.joined):
+        joined = list(self.joined)
+        for i, (existing, _) in enumerate(joined):
             if existing == cid:
-                self.joined[i] = (cid, position)
+                joined[i] = (cid, position)
                 break
         else:
-            self.joined.append((cid, position))
-        if len(self.joined) > 1 and self.joined[-2][1] > self.joined[-1][1]:
-            self.joined.sort(key=lambda item: item[1])
+            joined.append((cid, position))
+        if len(joined) > 1 and joined[-2][1] > joined[-1][1]:
+            joined.sort(key=lambda item: item[1])
+        self.joined = tuple(joined)
 
     def prune(self) -> None:
         if self.pip379:
@@ -502,7 +505,7 @@ class _Dispatch:
         while pruned < len(self.joined) and self.joined[pruned][1] <= bound:
             pruned += 1
         if pruned:
-            del self.joined[:pruned]
+            self.joined = self.joined[pruned:]
             self.scheduled = True
 
     def joined_limit(self, c: _Consumer, read_type: str) -> int | None:
@@ -555,7 +558,7 @@ class _Dispatch:
         if self.cons:
             if self.pip379:
                 self.start_batch()
-            for position in sorted(c.pending):
+            for position in c.pending:
                 h = self.hash_of(position)
                 added = self.replay_add(position, h) or added
                 if self.pip379:
@@ -568,9 +571,9 @@ class _Dispatch:
         if self.pip379:
             self.register_draining(before, after, cid)
         else:
-            self.joined = [item for item in self.joined if item[0] != cid]
+            self.joined = tuple([item for item in self.joined if item[0] != cid])
             if len(self.cons) == 1:
-                self.joined.clear()
+                self.joined = ()
             elif not self.cons and self.pip282:
                 self.last_sent = None
                 self.sent.clear()
@@ -582,7 +585,7 @@ class _Dispatch:
 
     def ack(self, cid: int, position: int) -> None:
         c = self.consumer(cid)
-        c.held.discard(position)
+        c.held = _removed(c.held, position)
         holder = c if position in c.pending else next((x for x in self.cons if position in x.pending), None)
         if holder is not None:
             self.remove_pending(holder, [position], batch=False)
@@ -599,7 +602,7 @@ class _Dispatch:
         self.md = md
         self.read_pos = max(self.read_pos, md + 1)
         for x in self.cons:
-            self.remove_pending(x, sorted(p for p in x.pending if p <= md), batch=True)
+            self.remove_pending(x, [p for p in x.pending if p <= md], batch=True)
         for position in [p for p in self.replay if p <= md]:
             del self.replay[position]
         if self.pip379:
@@ -611,11 +614,11 @@ class _Dispatch:
 
     def redeliver(self, cid: int, positions: Sequence[int] | None) -> None:
         c = self.consumer(cid)
-        nacked = sorted(c.held) if positions is None else list(positions)
-        c.held.difference_update(nacked)
+        nacked = list(c.held) if positions is None else list(positions)
+        c.held = tuple([p for p in c.held if p not in nacked])
         self.nacked = (*self.nacked, *nacked)  # sorted and deduplicated by freeze
         if positions is None:
-            released = sorted(c.pending)
+            released = list(c.pending)
             self.remove_pending(c, released, batch=True)
         else:
             released = [p for p in positions if p in c.pending]
@@ -904,7 +907,7 @@ class _Dispatch:
                     if entry is not None and entry[0] != cid:
                         self.replay_add(position, h)
                         continue
-                c.pending.add(position)
+                c.pending = _added(c.pending, position)
                 c.permits -= 1
                 sent.append(position)
                 self.deliver(c, position, h)
@@ -923,7 +926,7 @@ class _Dispatch:
                 self.broken.add("KS-I4")
         if position in self.nacked:
             self.nacked = tuple([p for p in self.nacked if p != position])
-        c.held.add(position)
+        c.held = _added(c.held, position)
         self.delivered.append([c.id, position])
 
     def read_more(self) -> None:
@@ -940,7 +943,7 @@ class _Dispatch:
             self.scheduled,
             self.skip,
             self.stuck,
-            tuple(self.joined),
+            self.joined,
             self.last_sent,
             tuple(sorted(self.sent)),
         )
@@ -1278,7 +1281,7 @@ class KeySharedModel:
         else:  # settle
             stubborn = args[0]
             d.settled = True
-            d.pinned = tuple(sorted(d.consumer(stubborn).held)) if stubborn else ()
+            d.pinned = d.consumer(stubborn).held if stubborn else ()
         observation["delivered"] = d.delivered
         after = d.freeze()
         if state.draining and any(self._came_back(after, e) for e in state.draining):
