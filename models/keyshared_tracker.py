@@ -158,7 +158,7 @@ class TrackerState(NamedTuple):
     events: tuple[str, ...]  # what the last step did that no variable shows (EVENTS), sorted
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
     consumer: int
     ref_count: int
@@ -183,16 +183,16 @@ class _Step:
 
     def freeze(self) -> TrackerState:
         order = self.model.order
-        return TrackerState(
-            owners=tuple(self.owners),
-            pending=tuple(tuple(sorted(p.items(), key=lambda item: order[item[0]])) for p in self.pending),
-            closed=tuple(self.closed),
-            draining=tuple(Drain(h, e.consumer, e.ref_count, e.blocked) for h, e in sorted(self.entries.items())),
-            batch_level=self.batch_level,
-            unblocked_while_batching=self.unblocked_while_batching,
-            replay=tuple(sorted(self.replay, key=order.__getitem__)),
-            events=tuple(sorted(self.events)),
-        )
+        return TrackerState._make((  # positionally: keywords cost more than the rest of freeze
+            tuple(self.owners),
+            tuple([tuple(sorted(p.items(), key=lambda item: order[item[0]])) for p in self.pending]),
+            tuple(self.closed),
+            tuple([Drain(h, e.consumer, e.ref_count, e.blocked) for h, e in sorted(self.entries.items())]),
+            self.batch_level,
+            self.unblocked_while_batching,
+            tuple(sorted(self.replay, key=order.__getitem__)),
+            tuple(sorted(self.events)),
+        ))
 
     def _hash(self, position: int) -> int:
         return self.model.position_hashes[position]
@@ -351,7 +351,7 @@ class KeySharedTrackerModel:
         )
         self.liveness: Sequence[Liveness[TrackerState]] = ()
         # The engines ask for the enabled actions and then step each of them from the same state.
-        self._last_enabled: tuple[TrackerState | None, frozenset[Action]] = (None, frozenset())
+        self._last_enabled: tuple[TrackerState | None, Sequence[Action], set[int]] = (None, (), set())
 
     def initial(self) -> TrackerState:
         """Hash i (in sorted order) starts with consumer i mod n + 1."""
@@ -407,12 +407,16 @@ class KeySharedTrackerModel:
             out.append(Action.of("start_batch"))
         if state.batch_level > 0:
             out.append(Action.of("end_batch"))
+        self._last_enabled = (state, out, {id(a) for a in out})
         return out
 
     def step(self, state: TrackerState, action: Action) -> tuple[TrackerState, Observation]:
-        if self._last_enabled[0] != state:
-            self._last_enabled = (state, frozenset(self.enabled(state)))
-        if action not in self._last_enabled[1]:
+        last, offered, ids = self._last_enabled
+        if last is not state:
+            offered = self.enabled(state)
+            ids = self._last_enabled[2]
+        # The engines step the very objects `enabled` returned (kept alive here); a trace's are compared.
+        if id(action) not in ids and action not in offered:
             raise ActionNotEnabled(action, "not offered in this state (see KeySharedTrackerModel.enabled)")
         s = _Step(self, state)
         name = action.name
