@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from properties.cli.promote import CORPUS, corpus
-from properties.engines.replay import reproduction_problems
+from properties.registry import reproduction_problems
 
 TRACES = corpus()
 

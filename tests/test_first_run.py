@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from properties.cli import PASS, TABLE_CELL, USAGE, VIOLATED, _parser, _table, main
+from properties.cli import PASS, USAGE, VIOLATED, main
+from properties.cli.common import TABLE_CELL, _table
+from properties.cli.main import _parser
 from properties.cli.promote import CORPUS
 from traces.format import load
 

@@ -1,5 +1,5 @@
 """`python -m properties.cli`: the `brokerspec` command without the installed script."""
 
-from properties.cli import main
+from properties.cli.main import main
 
 raise SystemExit(main())

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import cast
 
 from properties.cli import mutants
+from properties.cli.check import run_conformance, run_stateful
 from properties.engines.explorer import explore
 from properties.engines.mechanism import Mechanism
 
@@ -72,8 +73,6 @@ def bench_mutants(mechanism: Mechanism, folder: Path = mutants.FOLDER) -> dict[s
 
 def bench(mechanism: Mechanism, *, seconds: float, seed: int, folder: Path = OUT) -> dict[str, object]:
     """Measure one mechanism; every value is a plain number or string for the table and JSON."""
-    from properties.cli import run_conformance, run_stateful  # the CLI owns the loops; import late (a cycle)
-
     out: dict[str, object] = {"mechanism": mechanism.name}
     runs = {
         name: explore(mechanism.make_model(config, mechanism.current), check_liveness=False, max_states=2_000_000)

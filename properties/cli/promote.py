@@ -25,7 +25,7 @@ _TEMPLATE = '''"""Regression: {mechanism} `{variant}`, saved by `brokerspec prom
 
 from pathlib import Path
 
-from properties.engines.replay import reproduction_problems
+from properties.registry import reproduction_problems
 
 TRACE = {where}
 

@@ -19,7 +19,8 @@ from html import escape
 from typing import Any
 
 from models.core import ActionNotEnabled, Json
-from properties.engines.replay import STUCK_KINDS, model_for
+from properties.engines.replay import STUCK_KINDS
+from properties.registry import model_for
 from traces.format import Trace, TraceError
 
 GLOBAL = "global"

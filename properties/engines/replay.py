@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from models.core import Action, ActionNotEnabled, Json, Model
-from properties import registry
 from properties.engines.lockstep import DIVERGENCE, Implementation, Lockstep, StepOutcome
-from traces.format import INIT, Trace, TraceError, TraceStep, load, normalise
+from properties.engines.mechanism import Mechanism
+from traces.format import INIT, Trace, TraceError, TraceStep, normalise
 
 
 @dataclass(frozen=True)
@@ -120,12 +120,8 @@ def record(
     )
 
 
-def model_for(trace: Trace, source: str, variant: str | None = None) -> Model[Any]:
+def model_for(mechanism: Mechanism, trace: Trace, source: str, variant: str | None = None) -> Model[Any]:
     """The model the trace was recorded on (or `variant` of it); a `TraceError` if it does not exist."""
-    try:
-        mechanism = registry.get(trace.mechanism)
-    except KeyError as exc:
-        raise TraceError(f"{source}: {exc.args[0]}") from None
     try:
         return mechanism.make_model(trace.config, variant or trace.variant)
     except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
@@ -133,6 +129,7 @@ def model_for(trace: Trace, source: str, variant: str | None = None) -> Model[An
 
 
 def replay(
+    mechanism: Mechanism,
     trace: Trace,
     source: str,
     *,
@@ -145,10 +142,10 @@ def replay(
     `against` is "model" or "reference"; `variant` replays the same actions on another variant
     (then recorded states are not compared, since they are expected to differ).
     """
-    model = model_for(trace, source, variant)
+    model = model_for(mechanism, trace, source, variant)
     implementation: Implementation | None = None
     if against == "reference":
-        make = registry.get(trace.mechanism).make_reference
+        make = mechanism.make_reference
         if make is None:
             raise TraceError(f"{source}: {trace.mechanism} has no reference implementation to replay against")
         implementation = make(trace.config, variant or trace.variant)
@@ -186,22 +183,20 @@ def replay(
     return ReplayResult(len(trace.steps), None, ())
 
 
-def reproduction_problems(path: Path, current: str | None = None) -> list[str]:
+def reproduction_problems(mechanism: Mechanism, trace: Trace, path: Path, current: str | None = None) -> list[str]:
     """What is wrong with a saved counterexample: empty when it still reproduces as recorded.
 
     The trace must fail at the recorded step with the recorded invariants, on the model and on
     the reference implementation; and when it was found on a historical variant, the same actions
     must pass on `current` wherever they are enabled there (the bug stays fixed).
     """
-    trace = load(path)
     problems: list[str] = []
     expected_step = trace.failure.get("step")
     names = trace.failure.get("names")
     expected_names = sorted(str(n) for n in names) if isinstance(names, list) else []
-    mechanism = registry.get(trace.mechanism)
     sides = ["model"] + (["reference"] if mechanism.make_reference is not None else [])
     for side in sides:
-        result = replay(trace, str(path), against=side)
+        result = replay(mechanism, trace, str(path), against=side)
         if result.step != expected_step or sorted(result.failures) != expected_names:
             problems.append(
                 f"{path}: against the {side}: expected {expected_names} at step {expected_step}, "
@@ -210,7 +205,7 @@ def reproduction_problems(path: Path, current: str | None = None) -> list[str]:
     fixed = current or mechanism.current
     if trace.variant != fixed:
         try:
-            result = replay(trace, str(path), variant=fixed, check_vars=False)
+            result = replay(mechanism, trace, str(path), variant=fixed, check_vars=False)
         except TraceError:
             result = ReplayResult(0, None, ())  # the historical actions are not all possible on current
         if not result.ok:

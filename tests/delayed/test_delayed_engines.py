@@ -24,9 +24,10 @@ from properties.delayed import proofs as delayed_z3
 from properties.delayed.binding import MECHANISM, DelayedReference, plot_memory, seed_theory_aes
 from properties.engines.explorer import explore
 from properties.engines.lockstep import DIVERGENCE, Lockstep
-from properties.engines.replay import record, replay, reproduction_problems
+from properties.engines.replay import record
 from properties.engines.shrink import failure_oracle, shrink
 from properties.engines.stateful import FailedRun, build_state_machine, find_failure
+from properties.registry import replay, reproduction_problems
 from reference_impl.delayed import round_up, trim
 from reference_impl.delayed.bench import measure_memory
 from traces.format import Trace, dumps, load, save

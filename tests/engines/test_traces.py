@@ -12,8 +12,9 @@ import pytest
 from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
 from properties.cli.promote import promote
 from properties.engines.lockstep import Lockstep
-from properties.engines.replay import record, replay, reproduction_problems
+from properties.engines.replay import record
 from properties.engines.shrink import failure_oracle, shrink
+from properties.registry import replay, reproduction_problems
 from tests.engines.tiny import CounterImpl, CounterModel
 from traces import format as tf
 

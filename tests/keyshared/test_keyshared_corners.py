@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from properties.cli import CONFORMANCE_STEPS
+from properties.cli.check import CONFORMANCE_STEPS
 from properties.engines.conformance import conform
 from properties.engines.coverage import from_exploration
 from properties.engines.explorer import explore
-from properties.keyshared.binding import EXPLORE_CONFIGS, make_model, make_reference
+from properties.keyshared.binding import EXPLORE_CONFIGS, MECHANISM, make_model, make_reference
 
 CORNERS = {
     "collide": {"two consumers collided on a ring point", "a collided consumer was promoted",
@@ -28,7 +28,7 @@ def test_corner_configuration_reaches_its_corner(name: str) -> None:
     model = make_model(EXPLORE_CONFIGS[name], "pip379")
     exploration = explore(model, check_liveness=False, check_deadlock=False)
     assert exploration.complete
-    assert CORNERS[name] <= from_exploration(model, exploration).reached
+    assert CORNERS[name] <= from_exploration(MECHANISM, model, exploration).reached
 
 
 @pytest.mark.parametrize("name", sorted(CORNERS))

@@ -17,7 +17,6 @@ from properties import registry
 from properties.engines.bmc import ProofResult, bmc
 from properties.engines.explorer import explore
 from properties.engines.lockstep import DIVERGENCE, Lockstep, first_failure
-from properties.engines.replay import replay, reproduction_problems
 from properties.engines.shrink import failure_oracle
 from properties.engines.stateful import build_state_machine, find_failure
 from properties.keyshared import proofs as keyshared_z3
@@ -28,6 +27,7 @@ from properties.keyshared.binding import (
     MECHANISM,
     KeySharedReference,
 )
+from properties.registry import replay, reproduction_problems
 from tests.keyshared import corpus
 from traces.format import dumps, load
 

@@ -17,10 +17,10 @@ from models.metadata import ACTION_NAMES, EXPLORE_CONFIG, EXPLORE_CONFIGS, HYPOT
 from properties import registry
 from properties.engines.explorer import explore
 from properties.engines.lockstep import DIVERGENCE, Lockstep
-from properties.engines.replay import reproduction_problems
 from properties.engines.stateful import FailedRun, build_state_machine, find_failure
 from properties.metadata.binding import MECHANISM, MetadataReference, bench, make_model, worker_of
 from properties.metadata.proofs import proofs
+from properties.registry import reproduction_problems
 from reference_impl.metadata import executors
 from traces.format import dumps, load
 

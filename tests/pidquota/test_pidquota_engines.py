@@ -19,7 +19,6 @@ from properties import registry
 from properties.engines.bmc import bmc
 from properties.engines.explorer import explore
 from properties.engines.lockstep import DIVERGENCE, Lockstep, first_failure
-from properties.engines.replay import replay, reproduction_problems
 from properties.engines.shrink import failure_oracle
 from properties.engines.stateful import build_state_machine, find_failure
 from properties.pidquota import proofs as pidquota_z3
@@ -30,6 +29,7 @@ from properties.pidquota.binding import (
     false_positive_rates,
     hasher_vectors_hold,
 )
+from properties.registry import replay, reproduction_problems
 from reference_impl.pidquota import EnhancedDoubleHasher, LayeredBloomFilter
 from tests.pidquota import corpus
 from traces.format import dumps, load

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from properties.engines.replay import replay
-from properties.pipeline.bench import python_checks
+from properties.cli.pipeline_bench import python_checks
 from properties.pipeline.check import check
 from properties.pipeline.explore import explore
 from properties.pipeline.simulate import simulate
+from properties.registry import replay
 from traces.format import load
 
 pytestmark = pytest.mark.spark

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from properties.engines.replay import reproduction_problems
+from properties.registry import reproduction_problems
 from tests.topiclist.corpus import CLOSE_TRACE, EXPLORER_TRACE, HYPOTHESIS_TRACE, close_trace, explorer_trace
 from traces.format import dumps, load
 

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from properties import registry
+from properties.cli.bench import Section, write_markdown
 from properties.pipeline.check import replay_all, replay_partition, session, sql_checks
 from properties.pipeline.ingest import checkable, prepare, read_log
 from properties.pipeline.keyshared_check import python_replay, python_sql_checks, read_table
@@ -196,8 +197,6 @@ def pipeline_bench(mechanisms: Sequence[str], events: int, folder: Path, *, seed
                    masters: Sequence[str] = MASTERS, progress: Callable[[str], None] | None = None) -> str:
     """`brokerspec bench --pipeline`: measure each mechanism's pipeline on an `events`-event log (made once
     under `folder/logs/` and reused), write `folder/pipeline-<mechanism>.md`, and return the report text."""
-    from properties.cli.bench import Section, write_markdown
-
     results: list[dict[str, object]] = []
     text: list[str] = []
     for mechanism in mechanisms:

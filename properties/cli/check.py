@@ -1,0 +1,419 @@
+"""`brokerspec check`, `explore` and `prove`: the engines run over the registered mechanisms, with the verdict table.
+
+The loops (`run_explorer`, `run_stateful`, `run_conformance`) are also what `brokerspec bench` measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import Phase
+from hypothesis import seed as hypothesis_seed
+from hypothesis import settings as Settings
+
+from models.core import Action, Model, Param
+from properties.cli.common import PASS, VIOLATED, UsageError, _mechanisms, _model, _progress, _table
+from properties.cli.report import render
+from properties.engines import profiles
+from properties.engines.conformance import Conformance, conform
+from properties.engines.counterexamples import shrunk
+from properties.engines.coverage import Coverage, Recorder, from_exploration
+from properties.engines.explorer import Exploration, Finding, Progress, explore
+from properties.engines.mechanism import Mechanism
+from properties.engines.replay import STUCK_KINDS, record
+from properties.engines.stateful import FailedRun, build_state_machine, find_failure
+from traces.format import save
+
+CONFORMANCE_STEPS = 150_000
+
+
+
+"""Default steps of conformance replay per configuration: every transition of most configurations, and the
+shallowest transitions first of the few larger ones (which the table then marks bounded)."""
+
+
+
+class _Stop(Exception):
+    """`check --fail-fast`: the first failing row ends the check."""
+
+
+
+def _save_finding(
+    out: Path, mechanism: Mechanism, model: Model[Any], actions: Sequence[Any], engine: str, seed: int | None,
+    finding: Finding | None = None,
+) -> Path:
+    """Record the run (in lockstep with the reference) and save it with its HTML report beside it.
+
+    `engine` and the failure name the file. A liveness or deadlock `finding` breaks no invariant at its
+    last state, so the trace records it for replay to judge that state again.
+    """
+    implementation = mechanism.make_reference(model.config, model.variant) if mechanism.make_reference else None
+    stuck = (finding.kind, finding.name) if finding is not None and finding.kind in STUCK_KINDS else None
+    trace = record(model, actions, engine=engine.split("[")[0], seed=seed, implementation=implementation,
+                   stuck=stuck)
+    names = "-".join(str(n) for n in trace.failure.get("names", [])) or "run"  # type: ignore[union-attr]
+    label = engine.replace("[", "-").replace("]", "")
+    path = save(trace, out / mechanism.name / f"{model.variant}-{label}-{names}.json")
+    html = path.with_suffix(".html")
+    html.write_text(render(trace), encoding="utf-8")
+    _progress(f"report: {html}")
+    return path
+
+
+
+def run_explorer(mechanism: Mechanism, variant: str, config_name: str, max_states: int | None) -> Exploration[Any]:
+    model = _model(mechanism, mechanism.explore_configs[config_name], variant)
+    _progress(f"  explore {mechanism.name}/{variant}/{config_name}")
+
+    def report(where: Progress) -> None:
+        _progress(f"  explore {mechanism.name}/{variant}/{config_name}: {where.line()}")
+
+    result = explore(model, max_states=max_states, progress=report, terminal_ok=getattr(model, "terminal_ok", None))
+    done = Progress(result.transitions, len(result.states), 0, result.max_depth, result.elapsed_s)
+    _progress(f"  explore {mechanism.name}/{variant}/{config_name}: {'done' if result.complete else 'bounded'}: "
+              f"{done.line()}")
+    return result
+
+
+
+def run_stateful(
+    mechanism: Mechanism, variant: str, config: Mapping[str, Param], seed: int, budget_s: float | None, profile: str,
+    coverage: Coverage | None = None, batches_max: int | None = None,
+) -> tuple[FailedRun | None, int, int, float]:
+    """Hypothesis lockstep batches (seed, seed+1, ...) until a failure, `batches_max` batches or `budget_s`
+    seconds, whichever comes first; (run, batches, steps, s). At least one batch always runs.
+
+    A budget in batches is deterministic: the same seed runs the same examples on any machine under
+    any load. Seconds are only a cap.
+
+    With `coverage`, the runs also record the actions they took and the interesting states they
+    reached into it (off by default: the bench measures steps/s without that overhead). Hypothesis'
+    own shrinker is off: callers shrink the run with `properties.engines.shrink`, which takes seconds where
+    Hypothesis' takes minutes on Key_Shared runs, and the time to a bug is then the time to find it.
+    """
+    profiled = profiles.use(profile)
+    settings = Settings(profiled, phases=[p for p in profiled.phases if p is not Phase.shrink])
+    found: list[FailedRun] = []
+    steps = [0]
+    recorder = Recorder(coverage, config) if coverage is not None else None
+
+    def count(action: Action) -> None:
+        steps[0] += 1
+        if recorder is not None:
+            recorder.step(action)
+
+    def make_model() -> Model[Any]:
+        model = mechanism.make_model(config, variant)
+        return recorder.wrap(model) if recorder is not None else model
+
+    make_reference = mechanism.make_reference
+    machine = build_state_machine(
+        make_model,
+        mechanism.make_model(config, variant).action_names,
+        (lambda: make_reference(config, variant)) if make_reference is not None else None,
+        on_failure=found.append,
+        on_step=count,
+    )
+    started = time.perf_counter()
+    batches = 0
+    run: FailedRun | None = None
+    def more() -> bool:
+        if batches == 0:
+            return True
+        if batches_max is not None and batches >= batches_max:
+            return False
+        return budget_s is None or time.perf_counter() - started < budget_s
+
+    while run is None and more():
+        error = find_failure(hypothesis_seed(seed + batches)(machine), settings)
+        batches += 1
+        if error is not None:
+            run = found[-1] if found else FailedRun((), ("exception",), f"{type(error).__name__}: {error}")
+    if recorder is not None:
+        recorder.flush()
+    return run, batches, steps[0], time.perf_counter() - started
+
+
+
+@dataclass
+class _Report:
+    """The check's table and exit code; twins are judged per engine over all configurations."""
+
+    rows: list[list[str]] = field(default_factory=list)
+    codes: list[int] = field(default_factory=list)
+    found: list[dict[str, object]] = field(default_factory=list)
+    """Per row, what failed: the invariant names, the trace and its length (empty where nothing failed)."""
+    worst: int = PASS
+    fail_fast: bool = False
+    started: float = field(default_factory=time.perf_counter)
+    coverage: dict[str, dict[str, Coverage]] = field(default_factory=dict)
+    """By engine, then mechanism."""
+    current_failed: set[tuple[str, str, str]] = field(default_factory=set)
+    """(mechanism, engine, configuration) where the current variant failed: twins are not judged there."""
+
+    def judged(self, mechanism: str, engine: str, config: str) -> bool:
+        """A twin's catch counts only where the current variant passes the same configuration."""
+        return (mechanism, engine, config) not in self.current_failed
+
+    def add(self, row: list[str], code: int, found: dict[str, object] | None = None) -> None:
+        self.rows.append(row)
+        self.codes.append(code)
+        self.found.append({**(found or {}), "after_s": round(time.perf_counter() - self.started, 3)})
+        self.worst = max(self.worst, code)
+        if code != PASS and self.fail_fast:
+            raise _Stop
+
+    def as_json(self) -> list[dict[str, object]]:
+        keys = ("mechanism", "engine", "subject", "verdict", "detail", "time")
+        return [{**dict(zip(keys, row, strict=True)), "code": code, **found}
+                for row, code, found in zip(self.rows, self.codes, self.found, strict=True)]
+
+    def junit(self, path: Path) -> None:
+        """JUnit XML, one testcase per table row, so CI servers show each engine run and its failure."""
+        suite = ET.Element("testsuite", name="brokerspec check", tests=str(len(self.rows)),
+                           failures=str(sum(code != PASS for code in self.codes)))
+        for (mechanism, engine, subject, verdict, detail, took), code in zip(self.rows, self.codes, strict=True):
+            case = ET.SubElement(suite, "testcase", classname=f"brokerspec.{mechanism}", name=f"{engine} {subject}",
+                                 time=took.removesuffix("s") or "0")
+            if code != PASS:
+                ET.SubElement(case, "failure", message=verdict, type=f"exit {code}").text = detail
+            else:
+                ET.SubElement(case, "system-out").text = f"{verdict}: {detail}"
+        try:
+            ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+
+    def cover(self, engine: str, coverage: Coverage) -> None:
+        """Merge one run's coverage into its engine's for its mechanism (current variant only: twins reach others)."""
+        by_mechanism = self.coverage.setdefault(engine, {})
+        if coverage.mechanism in by_mechanism:
+            by_mechanism[coverage.mechanism].merge(coverage)
+        else:
+            by_mechanism[coverage.mechanism] = coverage
+
+
+
+def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report) -> bool:
+    expected = mechanism.twins.get(variant)
+    caught = False
+    for config_name, config in mechanism.explore_configs.items():
+        if caught:
+            break  # the twin is caught; its remaining configurations add nothing (as for Hypothesis)
+        result = run_explorer(mechanism, variant, config_name, args.max_states)
+        if variant == mechanism.current:
+            report.cover("explorer", from_exploration(_model(mechanism, config, variant), result))
+        names = [f.name for f in result.findings]
+        detail = f"{len(result.states)} states, {result.transitions} transitions, depth {result.max_depth}"
+        if not result.complete:
+            detail += " (bounded)"
+        verdict, code = _verdict(names, expected)
+        if expected is None and names:
+            report.current_failed.add((mechanism.name, "explorer", config_name))
+        if expected is not None and not report.judged(mechanism.name, "explorer", config_name):
+            verdict, names = "not judged (the current variant fails here)", []
+        caught = caught or (expected is not None and expected in names)
+        found: dict[str, object] = {}
+        if result.findings and (expected is None or expected in names):
+            finding = next(f for f in result.findings if expected is None or f.name == expected)
+            model = _model(mechanism, config, variant)
+            path = _save_finding(Path(args.out), mechanism, model, finding.path, f"explorer[{config_name}]", None,
+                                 finding)
+            detail += f"; {finding.kind} {finding.name} in {len(finding.path)} steps ({finding.detail}): {path}"
+            found = {"failures": names, "target": finding.name, "steps": len(finding.path), "trace": str(path)}
+            _progress(f"reproduce: brokerspec replay {path}")
+        report.add([mechanism.name, f"explorer[{config_name}]", variant, verdict, detail, f"{result.elapsed_s:.1f}s"],
+                   code if expected is None else PASS, found)
+    return caught
+
+
+
+def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report) -> bool:
+    expected = mechanism.twins.get(variant)
+    for config_name, config in mechanism.hypothesis_configs.items():
+        cap = f", at most {args.budget:g}s" if args.budget is not None else ""
+        label = f"{mechanism.name}/{variant}/{config_name}"
+        _progress(f"  hypothesis {label}: {args.batches} batch(es){cap}, {args.profile}")
+        coverage = None
+        if variant == mechanism.current:
+            coverage = Coverage(mechanism.name, variant, tuple(_model(mechanism, config, variant).action_names))
+        run, batches, steps, elapsed = run_stateful(mechanism, variant, config, args.seed, args.budget, args.profile,
+                                                    coverage, batches_max=args.batches)
+        if coverage is not None:
+            report.cover("hypothesis", coverage)
+        names = list(run.failures) if run else []
+        verdict, code = _verdict(names, expected)
+        if expected is None and names:
+            report.current_failed.add((mechanism.name, "hypothesis", config_name))
+        if expected is not None and not report.judged(mechanism.name, "hypothesis", config_name):
+            verdict, names = "not judged (the current variant fails here)", []
+        detail = f"{steps} steps in {batches} batch(es) from seed {args.seed}"
+        found: dict[str, object] = {}
+        if run is not None and run.actions:
+            model = _model(mechanism, config, variant)
+            target = expected if expected in run.failures else run.failures[0]
+            actions = shrunk(mechanism, model.config, model.variant, run.actions, target)
+            path = _save_finding(Path(args.out), mechanism, model, actions, f"hypothesis[{config_name}]", args.seed)
+            detail += f"; {target} in {len(actions)} steps: {path}"
+            found = {"failures": names, "target": target, "steps": len(actions), "trace": str(path)}
+            _progress(f"reproduce: brokerspec replay {path}")
+        elif run is not None:
+            detail += f"; {run.detail}"
+            found = {"failures": names, "target": names[0] if names else "exception", "steps": 0}
+        report.add([mechanism.name, f"hypothesis[{config_name}]", variant, verdict, detail, f"{elapsed:.1f}s"],
+                   code if expected is None else PASS, found)
+        if expected is not None and expected in names:
+            return True  # the twin is caught; the remaining configurations add nothing
+    return False
+
+
+
+def run_conformance(
+    mechanism: Mechanism, variant: str, config_name: str, max_steps: int | None, max_states: int | None = None,
+    workers: int = 1,
+) -> Conformance:
+    """Every transition of the explorer's configuration `config_name`, replayed on the reference."""
+    make_reference = mechanism.make_reference
+    assert make_reference is not None
+    config = mechanism.explore_configs[config_name]
+    model = _model(mechanism, config, variant)
+    label = f"{mechanism.name}/{variant}/{config_name}"
+    _progress(f"  conformance {label}: every transition on the reference"
+              + (f", at most {max_steps} steps" if max_steps is not None else ""))
+    return conform(lambda: mechanism.make_model(config, variant), lambda: make_reference(model.config, variant),
+                   max_states=max_states, max_steps=max_steps, terminal_ok=getattr(model, "terminal_ok", None),
+                   workers=workers, progress=lambda line: _progress(f"  conformance {label}: {line}"))
+
+
+
+def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report) -> None:
+    """The reference replays every explored transition (the current variant only: a twin's model shares its bug)."""
+    if mechanism.make_reference is None or args.conformance_steps == 0:
+        return  # no reference to replay on, or turned off
+    for config_name, config in mechanism.explore_configs.items():
+        steps = args.conformance_steps
+        if steps is None:
+            steps = mechanism.conformance_steps.get(config_name, CONFORMANCE_STEPS)
+        result = run_conformance(mechanism, variant, config_name, steps, args.max_states, args.workers)
+        detail = result.summary()
+        found = result.deviation
+        verdict, code = "pass", PASS
+        if found is not None:
+            model = _model(mechanism, config, variant)
+            actions = shrunk(mechanism, model.config, variant, found.actions, found.target) if found.actions else ()
+            path = _save_finding(Path(args.out), mechanism, model, actions, f"conformance[{config_name}]", None)
+            verdict, code = f"VIOLATED {','.join(found.failures)}", VIOLATED
+            why = f" ({found.detail})" if found.detail else ""
+            detail += f"; {found.target} in {len(actions)} steps{why}: {path}"
+            _progress(f"reproduce: brokerspec replay {path} --against reference")
+            report.current_failed.add((mechanism.name, "conformance", config_name))
+            finding = {"failures": list(found.failures), "target": found.target, "steps": len(actions),
+                       "trace": str(path)}
+        report.add([mechanism.name, f"conformance[{config_name}]", variant, verdict, detail,
+                    f"{result.elapsed_s:.1f}s"], code, finding if found is not None else None)
+
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    report = _Report(fail_fast=args.fail_fast)
+    with contextlib.suppress(_Stop):
+        _run_check(args, report)
+    if not report.rows:
+        raise UsageError("no mechanism to check")
+    if args.junit:
+        report.junit(Path(args.junit))
+    if args.json:
+        print(json.dumps({"rows": report.as_json(), "code": report.worst}, indent=1))
+        return report.worst
+    print(_table(report.rows, ["mechanism", "engine", "variant/invariant", "verdict", "detail", "time"]))
+    for engine, by_mechanism in report.coverage.items():
+        print(f"\ncoverage ({engine}, current variant):")
+        for name, coverage in by_mechanism.items():
+            print(f"  {name}: {coverage.summary()}")
+    print(f"\nbrokerspec check: {'PASS' if report.worst == PASS else 'FAIL'}")
+    return report.worst
+
+
+
+def _run_check(args: argparse.Namespace, report: _Report) -> None:
+    for mechanism in _mechanisms(args.mechanism):
+        variants = [args.variant] if args.variant else list(mechanism.variants)
+        for variant in variants:
+            _model(mechanism, None, variant)
+            expected = mechanism.twins.get(variant)
+            if expected is None:
+                _check_conformance(args, mechanism, variant, report)
+            for engine, check in (("explorer", _check_explorer), ("hypothesis", _check_hypothesis)):
+                if not check(args, mechanism, variant, report) and expected is not None:
+                    report.add([mechanism.name, engine, variant, f"TWIN MISSED ({expected})",
+                                "no configuration of this engine caught the known bug", ""], VIOLATED)
+        if mechanism.proofs is not None and not args.variant:
+            _progress(f"  z3 {mechanism.name}: depth {args.depth}")
+            for proof, must_hold in mechanism.proofs(args.depth):
+                ok = proof.holds == must_hold
+                verdict = ("proved" if proof.holds else "twin caught") if ok else (
+                    "PROOF FAILED" if must_hold else "TWIN MISSED")
+                report.add([mechanism.name, f"z3[{proof.system}]", proof.invariant, verdict, proof.summary(),
+                            f"{proof.elapsed_s:.1f}s"], PASS if ok else VIOLATED)
+
+
+
+def _verdict(found: Sequence[str], expected: str | None) -> tuple[str, int]:
+    """Current variants must pass; a known-bad variant must be caught on its invariant."""
+    if expected is None:
+        if not found:
+            return "pass", PASS
+        return f"VIOLATED {','.join(found)}", VIOLATED  # a divergence of the reference is a bug too; 2 is for ports
+    if expected in found:
+        return f"twin caught ({expected})", PASS
+    return "not reached here", PASS
+
+
+
+def cmd_prove(args: argparse.Namespace) -> int:
+    rows = []
+    worst = PASS
+    for mechanism in _mechanisms(args.mechanism):
+        if mechanism.proofs is None:
+            rows.append([mechanism.name, "-", "-", "no Z3 encoding yet", "", ""])
+            continue
+        _progress(f"  prove {mechanism.name} to depth {args.depth}")
+        for result, must_hold in mechanism.proofs(args.depth):
+            ok = result.holds == must_hold
+            role = "must hold" if must_hold else "twin: must fail"
+            rows.append([mechanism.name, result.system, result.invariant, role, result.summary(),
+                         f"{result.elapsed_s:.2f}s"])
+            worst = max(worst, PASS if ok else VIOLATED)
+    print(_table(rows, ["mechanism", "system", "invariant", "role", "result", "time"]))
+    return worst
+
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    mechanism = _mechanisms([args.mechanism])[0]
+    variant = args.variant or mechanism.current
+    args.config = args.config or next(iter(mechanism.explore_configs))
+    if args.config not in mechanism.explore_configs:
+        raise UsageError(f"unknown config {args.config!r} (known: {', '.join(mechanism.explore_configs)})")
+    result = run_explorer(mechanism, variant, args.config, args.max_states)
+    print(f"{mechanism.name}/{variant}/{args.config}: {len(result.states)} states, {result.transitions} transitions, "
+          f"depth {result.max_depth}, {'complete' if result.complete else 'bounded'}, "
+          f"{result.states_per_second:,.0f} states/s")
+    print("coverage: " + ", ".join(f"{k}={v}" for k, v in sorted(result.coverage.items())))
+    model = _model(mechanism, mechanism.explore_configs[args.config], variant)
+    for finding in result.findings:
+        path = _save_finding(
+            Path(args.out), mechanism, model, finding.path, f"explorer[{args.config}]", None, finding
+        )
+        print(f"{finding.kind} {finding.name}: {len(finding.path)} steps -> {path}")
+        print(f"  {finding.detail}")
+        print(f"  reproduce: brokerspec replay {path}")
+    return VIOLATED if result.findings else PASS

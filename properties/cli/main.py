@@ -1,0 +1,526 @@
+"""The `brokerspec` command line.
+
+Exit codes: 0 pass, 1 invariant violated (or a known-bad variant not caught), 2 divergence from a
+port, 3 usage or input error, 4 infrastructure failure. Every failure prints the command that
+reproduces it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from models.core import Param
+from properties import registry
+from properties.cli.check import CONFORMANCE_STEPS, cmd_check, cmd_explore, cmd_prove
+from properties.cli.common import (
+    DIVERGED,
+    INFRA,
+    INTERRUPTED,
+    PASS,
+    USAGE,
+    VIOLATED,
+    UsageError,
+    _at_least,
+    _load,
+    _mechanisms,
+    _model,
+    _Parser,
+    _progress,
+    _table,
+)
+from properties.cli.promote import CORPUS, promote
+from properties.cli.report import render
+from properties.engines import profiles
+from properties.engines.counterexamples import shrunk
+from properties.engines.lockstep import DIVERGENCE
+from properties.engines.mechanism import Mechanism
+from properties.engines.protocol import describe
+from properties.engines.replay import STUCK_KINDS, record
+from properties.engines.shrink import shrink, stuck_oracle
+from properties.engines.verify import PORT_PREFIX, PortSpec, record_on_port, run_actions, verify
+from properties.registry import replay
+from traces.format import Trace, TraceError, save
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    trace = _load(args.trace)
+    if args.port is not None:
+        return _replay_port(args, trace)
+    try:
+        result = replay(trace, args.trace, against=args.against, variant=args.variant)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    label = f"{trace.mechanism}/{args.variant or trace.variant} against the {args.against}"
+    if result.ok:
+        print(f"{args.trace}: {result.steps} states replayed on {label}: no invariant violated")
+        return PASS
+    print(f"{args.trace}: step {result.step}: {', '.join(result.failures)} on {label}. {result.detail}".rstrip())
+    return DIVERGED if result.failures == (DIVERGENCE,) else VIOLATED
+
+
+
+def cmd_shrink(args: argparse.Namespace) -> int:
+    trace = _load(args.trace)
+    names = trace.failure.get("names")
+    if not isinstance(names, list) or not names:
+        raise UsageError(f"{args.trace}: the trace records no failure to shrink toward")
+    mechanism = _mechanisms([trace.mechanism])[0]
+    model = _model(mechanism, trace.config, trace.variant)
+    target = str(names[0])
+    kind = trace.failure.get("kind")
+    stuck = (str(kind), target) if kind in STUCK_KINDS else None
+    try:
+        if stuck is not None:  # a liveness or deadlock finding: the last state must stay stuck
+            oracle = stuck_oracle(lambda: mechanism.make_model(model.config, model.variant), *stuck)
+            if not oracle(trace.actions):
+                raise ValueError(target)
+            actions = shrink(trace.actions, oracle, model=mechanism.make_model(model.config, model.variant))
+        else:
+            actions = shrunk(mechanism, model.config, model.variant, trace.actions, target)
+    except (ValueError, TraceError):
+        raise UsageError(f"{args.trace}: the trace no longer fails with {target}") from None
+    source = Path(args.trace)
+    out = Path(args.output) if args.output else source.with_name(source.name.removesuffix(".json") + ".shrunk.json")
+    implementation = mechanism.make_reference(model.config, model.variant) if mechanism.make_reference else None
+    save(record(model, actions, engine=f"{trace.engine}+shrink", seed=trace.seed, implementation=implementation,
+                stuck=stuck), out)
+    print(f"{args.trace}: {len(trace.actions)} -> {len(actions)} steps, still {target}: {out}")
+    return PASS
+
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    try:
+        test_path, saved = promote(Path(args.trace), Path(args.tests_dir), args.name, Path(args.corpus), args.force)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{exc.filename or args.tests_dir}: cannot write: {exc.strerror}") from None
+    print(f"saved the trace as {saved}")
+    print(f"wrote {test_path}")
+    return PASS
+
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    trace = _load(args.trace)
+    out = Path(args.out or str(Path(args.trace).with_suffix(".html")))
+    try:
+        out.write_text(render(trace), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write: {exc.strerror}") from None
+    print(f"wrote {out}")
+    return PASS
+
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from properties.cli.bench import INDEX, bench, write_report
+
+    if args.pipeline is not None:  # the Spark pipeline's throughput instead (properties/cli/pipeline_bench.py)
+        from properties.cli.pipeline_bench import pipeline_bench
+        from properties.pipeline.check import SparkUnavailable
+
+        try:
+            print(pipeline_bench(args.mechanism or ["keyshared"], args.pipeline, Path(args.out), seed=args.seed,
+                                 as_json=args.json, progress=_progress))
+        except (KeyError, ValueError) as exc:
+            raise UsageError(f"bench --pipeline: {exc.args[0]}") from None
+        except OSError as exc:
+            raise UsageError(f"{exc.filename or args.out}: cannot write: {exc.strerror}") from None
+        except SparkUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return INFRA
+        return PASS
+
+    folder = Path(args.out)
+    mechanisms = _mechanisms(args.mechanism)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)  # fail before measuring, not after
+    except OSError as exc:
+        raise UsageError(f"{folder}: cannot write: {exc.strerror}") from None
+    results = []
+    for mechanism in mechanisms:
+        _progress(f"  bench {mechanism.name}")
+        results.append(bench(mechanism, seconds=args.seconds, seed=args.seed, folder=folder))
+        page = write_report(folder, mechanism, results[-1])
+        _progress(f"wrote {page}")
+    _progress(f"bench pages: {folder / INDEX}")
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        rows = [[str(r["mechanism"]), k, str(v)] for r in results for k, v in r.items() if k != "mechanism"]
+        print(_table(rows, ["mechanism", "measure", "value"]))
+    return PASS
+
+
+
+def cmd_mutants(args: argparse.Namespace) -> int:
+    """Run the default check on each planted bug and say whether it was killed by name, how fast, how short."""
+    from properties.cli import mutants
+
+    try:
+        if args.patch:
+            found = [mutants.load(Path(p)) for p in args.patch]
+        else:
+            found = mutants.discover(Path(args.dir), args.mechanism)
+    except mutants.MutantError as exc:
+        raise UsageError(str(exc)) from None
+    if not found:
+        raise UsageError(f"{args.dir}: no mutant (*.patch) to run")
+    rows, worst = [], PASS
+    for mutant in found:
+        mechanism = _mechanisms([mutant.mechanism])[0]
+        _progress(f"  mutant {mutant.name} ({mutant.mechanism}, must break {mutant.kills})")
+        try:
+            kill = mutants.run(mutant, current=mechanism.current, timeout_s=args.timeout)
+        except mutants.MutantError as exc:
+            raise UsageError(str(exc)) from None
+        verdict = "killed" if kill.killed else "SURVIVED"
+        worst = max(worst, PASS if kill.killed else VIOLATED)
+        rows.append([mutant.name, mutant.kills, verdict, kill.target, kill.engine, str(kill.steps),
+                     f"{kill.after_s:.1f}s", kill.detail[:100]])
+    print(_table(rows, ["mutant", "must break", "verdict", "found", "engine", "steps", "time", "detail"]))
+    return worst
+
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from properties.pipeline.simulate import simulate
+
+    try:
+        sim = simulate(args.mechanism, args.events, Path(args.out), partitions=args.partitions, fault=args.fault,
+                       seed=args.seed, corrupt=args.corrupt, progress=_progress)
+    except (KeyError, ValueError) as exc:
+        raise UsageError(f"simulate: {exc.args[0]}") from None
+    faulted = f", {args.fault} in partitions {list(sim.faulted)}" if sim.faulted else ""
+    print(f"wrote {sim.path}: {sim.events} events in {sim.partitions} partitions{faulted}, "
+          f"{sim.corrupt_lines} malformed lines")
+    return PASS
+
+
+
+def cmd_pipeline_check(args: argparse.Namespace) -> int:
+    from properties.pipeline.check import SparkUnavailable, check
+    from properties.pipeline.schema import spec
+
+    try:
+        spec(args.mechanism)
+    except KeyError as exc:
+        raise UsageError(f"pipeline check: {exc.args[0]}") from None
+    if not Path(args.input).exists():
+        raise UsageError(f"pipeline check: {args.input}: no such file or directory")
+    try:
+        summary = check(args.mechanism, Path(args.input), Path(args.out), master=args.master,
+                        progress=None if args.json else _progress, conformance=args.conformance)
+    except SparkUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return INFRA
+    if args.json:
+        print(json.dumps(summary, indent=1, sort_keys=True))
+    else:
+        print(f"{args.mechanism}: {summary['records']} records, {summary['checked']} checked, "
+              f"{summary['quarantined']} quarantined, {summary['partitions']} partitions, "
+              f"{len(summary['violating_partitions'])} violating: {summary['violating_partitions']}")
+        for key, path in summary["traces"].items():
+            print(f"  partition {key}: reproduce: brokerspec replay {path}")
+        print(f"summary: {Path(args.out) / 'summary.json'}")
+    if summary["unusable"]:
+        print(f"error: pipeline check: {summary['unusable']}", file=sys.stderr)
+        return USAGE
+    return VIOLATED if summary["violating_partitions"] else PASS
+
+
+
+def cmd_pipeline_explore(args: argparse.Namespace) -> int:
+    from properties.pipeline.check import SparkUnavailable, session
+    from properties.pipeline.explore import explore as spark_explore
+
+    mechanism = _mechanisms([args.mechanism])[0]
+    variant = args.variant or mechanism.current
+    _model(mechanism, None, variant)  # a usage error for an unknown variant
+    try:
+        spark = session(args.master)
+    except SparkUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return INFRA
+    _progress(f"  pipeline explore {mechanism.name}/{variant}: {args.seeds} seeds of {args.steps} steps")
+    findings, failing = spark_explore(spark, mechanism.name, args.seeds, Path(args.out), variant=variant,
+                                      steps=args.steps, first_seed=args.seed)
+    print(f"{mechanism.name}/{variant}: {args.seeds} seeds, {failing} failing")
+    for finding in findings:
+        print(f"  seed {finding.seed}: {finding.invariant}, {finding.steps} -> {finding.shrunk_steps} steps: "
+              f"{finding.trace}")
+        print(f"  reproduce: brokerspec replay {finding.trace}")
+    return VIOLATED if failing else PASS
+
+
+
+def _port_code(target: str) -> int:
+    """A misbehaving port is infrastructure (4), a divergence 2, an invariant the port reports 1."""
+    if target.startswith(PORT_PREFIX):
+        return INFRA
+    return DIVERGED if target == DIVERGENCE else VIOLATED
+
+
+
+def _port_argv(args: argparse.Namespace) -> tuple[str, ...]:
+    if not args.port:
+        raise UsageError(f"{args.command}: --port needs the port's command line (argv, last on the line)")
+    program = args.port[0]
+    if shutil.which(program) is None and not (Path(program).is_file() and os.access(program, os.X_OK)):
+        raise UsageError(f"{args.command}: --port: {program!r} is not an executable program (nor on PATH)")
+    return tuple(args.port)
+
+
+
+def _port_config(mechanism: Mechanism, name: str | None) -> Mapping[str, Param]:
+    configs = {**mechanism.explore_configs, **mechanism.hypothesis_configs}
+    if name is None:
+        return next(iter(mechanism.hypothesis_configs.values()))
+    if name not in configs:
+        raise UsageError(f"unknown config {name!r} for {mechanism.name} (known: {', '.join(configs)})")
+    return configs[name]
+
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    mechanism = _mechanisms([args.mechanism])[0]
+    variant = args.variant or mechanism.current
+    config = _port_config(mechanism, args.config)
+    _model(mechanism, config, variant)  # a usage error for an unknown variant
+    spec = PortSpec(_port_argv(args), mechanism.name, variant, dict(config), args.step_timeout,
+                    mechanism.make_reference)
+    name = args.config or next(iter(mechanism.hypothesis_configs))
+    small = mechanism.explore_configs.get(name)  # the explorer's bounds of the same name, if any
+    explorer = None
+    if small is not None:
+        explorer = (lambda: mechanism.make_model(small, variant), replace(spec, config=dict(small)))
+    _progress(f"  verify {mechanism.name}/{variant} on {shlex.join(spec.argv)}: up to {args.budget:g}s")
+    verdict = verify(lambda: mechanism.make_model(config, variant), spec, budget_s=args.budget, seed=args.seed,
+                     explorer=explorer, progress=_progress)
+    label = f"{mechanism.name}/{variant}"
+    found = verdict.failure
+    if found is None:
+        print(f"{label}: port agrees with the model and the reference: {verdict.runs} runs, {verdict.steps} steps, "
+              f"{verdict.elapsed_s:.1f}s")
+        return PASS
+    out = Path(args.out) / mechanism.name / f"{variant}-port-{found.target}.json"
+    path = save(record_on_port(_model(mechanism, verdict.spec.config, variant), verdict.spec, found), out)
+    print(f"{label}: {found.target} at step {len(found.actions)} (found by {found.engine}, shrunk on the port, "
+          f"{verdict.elapsed_s:.1f}s): {found.detail}")
+    print("  actions: " + "; ".join(str(a) for a in found.actions))
+    print(f"  trace: {path}")
+    print(f"  reproduce: brokerspec replay {path} --port {shlex.join(spec.argv)}")
+    return _port_code(found.target)
+
+
+
+def _replay_port(args: argparse.Namespace, trace: Trace) -> int:
+    mechanism = _mechanisms([trace.mechanism])[0]
+    variant = args.variant or trace.variant
+    try:
+        replay(trace, args.trace, variant=variant, check_vars=False)  # the actions must fit the model
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    spec = PortSpec(_port_argv(args), trace.mechanism, variant, trace.config, args.step_timeout,
+                    mechanism.make_reference)
+    found = run_actions(lambda: _model(mechanism, trace.config, variant), spec, trace.actions)
+    label = f"{trace.mechanism}/{variant} against the port"
+    if found is None:
+        print(f"{args.trace}: {len(trace.actions)} steps replayed on {label}: no failure")
+        return PASS
+    print(f"{args.trace}: step {len(found.actions)}: {found.target} on {label}. {found.detail}".rstrip())
+    return _port_code(found.target)
+
+
+
+def cmd_protocol(args: argparse.Namespace) -> int:
+    mechanism = _mechanisms([args.mechanism])[0]
+    variant = args.variant or mechanism.current
+    if variant not in mechanism.variants:
+        raise UsageError(f"unknown variant {variant!r} for {mechanism.name} (known: {', '.join(mechanism.variants)})")
+    try:
+        print(describe(mechanism, variant, [args.config] if args.config else None, as_json=args.json))
+    except ValueError as exc:  # an unknown configuration name
+        raise UsageError(str(exc)) from None
+    return PASS
+
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="brokerspec", description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    names = ", ".join(registry.mechanisms())
+
+    def common(p: argparse.ArgumentParser, many: bool = True) -> None:
+        if many:
+            p.add_argument("--mechanism", action="append", help=f"limit to this mechanism (repeatable): {names}")
+        p.add_argument("--seed", type=int, default=0, help="seed for Hypothesis (default 0)")
+
+    check = sub.add_parser("check", help="every engine on every mechanism, with a summary table")
+    common(check)
+    check.add_argument("--variant", help="only this variant (default: current and its known-bad twins)")
+    check.add_argument("--batches", type=_at_least(1), default=3,
+                       help="Hypothesis batches per configuration, seeds SEED, SEED+1, ... (default 3; deterministic)")
+    check.add_argument("--budget", type=_at_least(0.0, float), default=None,
+                       help="optional cap in seconds on each configuration's Hypothesis batches (default: none)")
+    check.add_argument("--conformance-steps", type=_at_least(0), default=None,
+                       help=f"replayed steps per configuration for the conformance exploration (default "
+                            f"{CONFORMANCE_STEPS:,}, or less where a mechanism says so for a large "
+                            f"configuration; 0 turns it off)")
+    check.add_argument("--profile", default="ci", choices=profiles.PROFILES,
+                       help="Hypothesis profile: dev (fast), ci (derandomized, the default), nightly (long)")
+    check.add_argument("--depth", type=_at_least(1), default=10, help="Z3 bounded-proof depth (default 10)")
+    check.add_argument("--max-states", type=_at_least(1), default=None,
+                       help="bound each exploration to this many states (default: no bound; the row then says bounded)")
+    check.add_argument("--out", default="brokerspec-out", help="where counterexample traces are written")
+    check.add_argument("--junit", metavar="FILE", help="also write the table as JUnit XML")
+    check.add_argument("--workers", type=_at_least(1), default=min(2, os.cpu_count() or 1),
+                       help="processes that share the conformance replay (default: 2, or 1 on one core); the "
+                            "verdict is the same for any number")
+    check.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
+    check.add_argument("--fail-fast", action="store_true", help="stop at the first failing row")
+    check.set_defaults(run=cmd_check)
+
+    prove = sub.add_parser("prove", help="Z3 bounded proofs and k-induction, with their twins")
+    common(prove)
+    prove.add_argument("--depth", type=_at_least(1), default=10, help="the BMC depth (default 10)")
+    prove.set_defaults(run=cmd_prove)
+
+    explore_p = sub.add_parser("explore", help="breadth-first exploration of one configuration")
+    explore_p.add_argument("--mechanism", required=True, help=f"one of: {names}")
+    explore_p.add_argument("--variant", help="the variant to explore (default: the current one)")
+    explore_p.add_argument("--config", help="an explore configuration (default: the mechanism's first)")
+    explore_p.add_argument("--max-states", type=_at_least(1), default=None,
+                           help="stop after this many distinct states (default: no bound)")
+    explore_p.add_argument("--out", default="brokerspec-out",
+                           help="where counterexample traces are written (default brokerspec-out)")
+    explore_p.set_defaults(run=cmd_explore)
+
+    replay_p = sub.add_parser("replay", help="replay a trace against the model or the reference")
+    replay_p.add_argument("trace")
+    replay_p.add_argument("--against", choices=("model", "reference"), default="model",
+                          help="replay on the model (default) or on the reference implementation beside it")
+    replay_p.add_argument("--variant", help="replay the same actions on another variant")
+    replay_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
+    replay_p.add_argument("--port", nargs=argparse.REMAINDER,
+                          help="replay against this port instead (its argv; must come last)")
+    replay_p.set_defaults(run=cmd_replay)
+
+    shrink_p = sub.add_parser("shrink", help="delta-debug a failing trace to a shorter one")
+    shrink_p.add_argument("trace")
+    shrink_p.add_argument("-o", "--output", help="the shrunk trace (default: TRACE's name with .shrunk.json)")
+    shrink_p.set_defaults(run=cmd_shrink)
+
+    promote_p = sub.add_parser("promote", help="write a pytest regression test replaying a trace")
+    promote_p.add_argument("trace")
+    promote_p.add_argument("--tests-dir", default="tests/regressions",
+                           help="where the test is written, inside or outside the repository (default "
+                                "tests/regressions)")
+    promote_p.add_argument("--name", help="the test's and the corpus trace's name (default: the trace's file name)")
+    promote_p.add_argument("--corpus", default=str(CORPUS),
+                           help="the corpus folder the trace is copied into (default: this checkout's traces/corpus)")
+    promote_p.add_argument("--force", action="store_true", help="overwrite a test or corpus trace of the same name")
+    promote_p.set_defaults(run=cmd_promote)
+
+    report_p = sub.add_parser("report", help="draw a trace as an HTML/SVG timeline")
+    report_p.add_argument("trace")
+    report_p.add_argument("--out", help="the HTML file to write (default: the trace path with .html)")
+    report_p.set_defaults(run=cmd_report)
+
+    verify_p = sub.add_parser("verify", help="check a port (JSON lines on stdin/stdout) against the model")
+    verify_p.add_argument("--mechanism", required=True)
+    verify_p.add_argument("--variant", help="the variant the port implements (default: the current one)")
+    verify_p.add_argument("--config", help="configuration name (default: the first Hypothesis configuration)")
+    verify_p.add_argument("--budget", type=float, default=20.0, help="seconds of search before shrinking")
+    verify_p.add_argument("--seed", type=int, default=0)
+    verify_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
+    verify_p.add_argument("--out", default="brokerspec-out", help="where the counterexample trace is written")
+    verify_p.add_argument("--port", nargs=argparse.REMAINDER, required=True,
+                          help="the port's argv (no shell); must come last on the line")
+    verify_p.set_defaults(run=cmd_verify)
+
+    protocol_p = sub.add_parser("protocol", help="print a mechanism's port vocabulary, generated from its model")
+    protocol_p.add_argument("--mechanism", required=True)
+    protocol_p.add_argument("--variant")
+    protocol_p.add_argument("--config", help="only this configuration (default: every explorer and Hypothesis one)")
+    protocol_p.add_argument("--json", action="store_true", help="the vocabulary as one JSON document, for tools")
+    protocol_p.set_defaults(run=cmd_protocol)
+
+    mutants_p = sub.add_parser("mutants", help="run check on each planted bug (tests/mutants/*.patch): killed by name?")
+    mutants_p.add_argument("patch", nargs="*", help="mutant files (default: every one in --dir)")
+    mutants_p.add_argument("--dir", default="tests/mutants", help="the folder of mutants (default tests/mutants)")
+    mutants_p.add_argument("--mechanism", action="append", help="only this mechanism's mutants (repeatable)")
+    mutants_p.add_argument("--timeout", type=float, default=600.0, help="seconds a check may take (default 600)")
+    mutants_p.set_defaults(run=cmd_mutants)
+
+    simulate_p = sub.add_parser("simulate", help="write a large event log by random walks over a model")
+    simulate_p.add_argument("--mechanism", required=True)
+    simulate_p.add_argument("--events", type=int, required=True, help="valid events to write")
+    simulate_p.add_argument("--fault", help="a known-bad variant injected into three partitions")
+    simulate_p.add_argument("--partitions", type=int, default=1000, help="independent partitions (default 1000)")
+    simulate_p.add_argument("--corrupt", type=float, default=0.0, help="fraction of malformed lines to add")
+    simulate_p.add_argument("--seed", type=int, default=0)
+    simulate_p.add_argument("--out", required=True, help="a .jsonl (JSON lines) or .parquet path")
+    simulate_p.set_defaults(run=cmd_simulate)
+
+    pipeline_p = sub.add_parser("pipeline", help="check event logs with Spark")
+    pipeline_sub = pipeline_p.add_subparsers(dest="pipeline_command", required=True, parser_class=_Parser)
+    pcheck = pipeline_sub.add_parser("check", help="quarantine, SQL window checks and model replay of a log")
+    pcheck.add_argument("--mechanism", required=True)
+    pcheck.add_argument("--input", required=True, help="a JSON-lines or Parquet log")
+    pcheck.add_argument("--out", required=True, help="directory for violations, traces and summary.json")
+    pcheck.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    pcheck.add_argument("--json", action="store_true",
+                        help="print the summary as JSON (and no progress lines) instead of the text report")
+    pcheck.add_argument("--conformance", action="store_true",
+                        help="keyshared: replay every subscription through the full pip379 model (slower), so a log "
+                             "that delivers differently from pip379 fails even where KS-I1 and KS-I4 hold")
+    pcheck.set_defaults(run=cmd_pipeline_check)
+
+    pexplore = pipeline_sub.add_parser("explore", help="swarm random walks over many seeds in Spark tasks")
+    pexplore.add_argument("--mechanism", required=True)
+    pexplore.add_argument("--variant", help="walk this variant (default: the current one)")
+    pexplore.add_argument("--seeds", type=int, required=True, help="number of seeds (one walk each)")
+    pexplore.add_argument("--seed", type=int, default=0, help="first seed")
+    pexplore.add_argument("--steps", type=int, default=60, help="steps per walk")
+    pexplore.add_argument("--out", default="brokerspec-out", help="where shrunk traces are written")
+    pexplore.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    pexplore.set_defaults(run=cmd_pipeline_explore)
+
+    bench_p = sub.add_parser("bench", help="explorer states/s, stateful steps/s, time to find known bugs")
+    common(bench_p)
+    bench_p.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
+    bench_p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+    bench_p.add_argument("--pipeline", nargs="?", type=int, const=10_000_000, metavar="EVENTS",
+                         help="measure the Spark pipeline instead, on a log of EVENTS events (default 10,000,000) "
+                              "of each --mechanism (default keyshared)")
+    bench_p.add_argument("--out", default="brokerspec-out/bench",
+                         help="folder for the Markdown pages and PNG plots (default brokerspec-out/bench)")
+    bench_p.set_defaults(run=cmd_bench)
+    return parser
+
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        run: Callable[[argparse.Namespace], int] = args.run
+        return run(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE
+    except KeyboardInterrupt:
+        command = " ".join(argv if argv is not None else sys.argv[1:])[:200]
+        print(f"interrupted: brokerspec {command}", file=sys.stderr)
+        return INTERRUPTED

@@ -1,0 +1,138 @@
+"""The layout's floors, read from the code's own imports: each floor imports only the floors below it.
+
+Every import counts, including those under `if TYPE_CHECKING:` and inside functions: a late import
+hides a dependency from the reader, not from the design. The floors, bottom to top:
+
+    models, reference_impl        the spec and the implementation; nothing of ours (models.core aside)
+    traces                        the trace as data: models.core only
+    properties.engines            the engines: models.core, traces; never a mechanism by name
+    properties.<mechanism>        one mechanism's binding: engines, its own model and reference
+    properties.registry           the mechanisms by name
+    properties.pipeline           the Spark pipeline over event logs
+    properties.cli                the command line: imports anything, imported by nothing
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("models", "reference_impl", "traces", "properties")
+MECHANISMS = ("topiclist", "delayed", "metadata", "pidquota", "keyshared")
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module(p): p for package in PACKAGES for p in (ROOT / package).rglob("*.py")}
+
+
+def _imports(module: str, path: Path, known: set[str]) -> Iterator[str]:
+    """Every module of ours that `module` imports, wherever the import statement sits."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # `from package import submodule` imports the submodule
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                yield target
+
+
+def _graph() -> nx.DiGraph:
+    modules = _modules()
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for module, path in modules.items():
+        graph.add_edges_from((module, target) for target in _imports(module, path, set(modules)))
+    return graph
+
+
+GRAPH = _graph()
+
+
+def _floor(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] != "properties" or len(parts) == 1:
+        return parts[0]
+    return "mechanism" if parts[1] in MECHANISMS else parts[1]
+
+
+FLOORS = ("models", "reference_impl", "traces", "engines", "mechanism", "registry", "pipeline", "cli")
+ALLOWED: dict[str, set[str]] = {
+    "models": {"models"},
+    "reference_impl": {"reference_impl"},
+    "traces": {"traces", "models"},
+    "engines": {"engines", "traces", "models"},
+    "mechanism": {"mechanism", "engines", "traces", "models", "reference_impl"},
+    "registry": {"registry", "mechanism", "engines", "traces", "models"},
+    "pipeline": {"pipeline", "registry", "mechanism", "engines", "traces", "models", "reference_impl"},
+    "cli": set(FLOORS),
+}
+
+
+def _violations(allowed: dict[str, set[str]]) -> list[str]:
+    return [f"{a} -> {b}" for a, b in sorted(GRAPH.edges) if _floor(b) not in allowed[_floor(a)]]
+
+
+def test_the_graph_was_read() -> None:
+    """The rules below mean something only if the reader sees the imports it must see."""
+    assert GRAPH.has_edge("properties.engines.explorer", "models.core")
+    assert GRAPH.has_edge("properties.keyshared.binding", "reference_impl.keyshared")
+    assert set(map(_floor, GRAPH.nodes)) == set(FLOORS) | {"properties"}
+
+
+def test_every_floor_imports_only_the_floors_below_it() -> None:
+    assert _violations(ALLOWED) == []
+
+
+def test_the_rule_fails_on_an_upward_import() -> None:
+    """Its twin: an engine allowed nothing but itself breaks the rule (it imports models.core)."""
+    assert "properties.engines.explorer -> models.core" in _violations({**ALLOWED, "engines": {"engines"}})
+
+
+@pytest.mark.parametrize("floor", ["models", "engines", "traces"])
+def test_only_models_core_is_imported_from_models_below_the_mechanisms(floor: str) -> None:
+    """The models and the engines know the model protocol, never another model."""
+    wrong = [f"{a} -> {b}" for a, b in GRAPH.edges
+             if _floor(a) == floor and b.startswith("models.") and b != "models.core"
+             and not (floor == "models" and b.split(".")[1] == a.split(".")[1])]
+    assert wrong == []
+
+
+def test_a_mechanism_imports_no_other_mechanism() -> None:
+    def name(module: str) -> str:
+        return module.split(".")[1]
+
+    crossing = [f"{a} -> {b}" for a, b in GRAPH.edges
+                if _floor(a) == _floor(b) == "mechanism" and a.startswith("properties.") and name(a) != name(b)]
+    assert crossing == []
+
+
+def test_no_engine_names_a_mechanism() -> None:
+    """Engines take a `Mechanism`; the names are the registry's."""
+    named = [(m, word) for m, path in _modules().items() if _floor(m) == "engines"
+             for word in MECHANISMS if f'"{word}' in path.read_text(encoding="utf-8")]
+    assert named == []
+
+
+def test_no_circle_anywhere() -> None:
+    assert list(nx.simple_cycles(GRAPH)) == []
