@@ -276,42 +276,35 @@ class _Dispatch:
     where written); the fields few steps use are `_Thawed`.
     """
 
-    # The rest (the _Thawed fields) in __dict__: past 30 attributes an instance dict stops sharing its
-    # keys, and building one cost more than a short step.
+    # The state's fields in slots; the rest in __dict__ when a step sets them (past 30 attributes an
+    # instance dict stops sharing its keys, and building one cost more than a short step).
     __slots__ = (
-        "__dict__", "acked", "batch_level", "classic", "cons", "deferred_prune", "delivered", "hook", "joined",
-        "last_sent", "md", "messages", "min_replayed", "model", "nacked", "normal_read", "pass_depth", "pinned",
-        "pip282", "pip379", "reached", "read_pos", "released_blocked", "replay", "replay_read", "rewind",
-        "scheduled", "settled", "skip", "source", "stuck", "unblocked_while_batching", "unblocks",
+        "__dict__", "acked", "classic", "cons", "delivered", "joined", "last_sent", "md", "messages",
+        "min_replayed", "model", "nacked", "normal_read", "pinned", "pip282", "pip379", "read_pos", "replay",
+        "replay_read", "rewind", "scheduled", "settled", "skip", "source", "stuck",
     )
+    # What a step starts from whatever the state: class defaults until the step sets them.
+    batch_level = 0
+    unblocked_while_batching = False
+    unblocks = 0
+    pass_depth = 0
+    deferred_prune = False
+    hook: tuple[str, int, tuple[str, int, int]] | None = None  # (stage, index, inner of interleaved_read)
+    released_blocked = False
 
     def __init__(self, model: KeySharedModel, s: KSState) -> None:
         self.model = model
         self.source = s
-        self.pip379 = model.variant == "pip379"
-        self.classic = model.variant == "classic"
-        self.pip282 = model.variant == "pip282"
-        self.messages = s.messages
-        self.cons = [_Consumer(c) for c in s.consumers]
-        self.read_pos, self.md = s.read_position, s.mark_delete
-        self.acked = s.acked
-        self.replay = dict(s.replay)
-        self.batch_level = 0
-        self.unblocked_while_batching = False
-        self.scheduled, self.skip, self.stuck = s.scheduled_read, s.skip_next_replay, s.stuck_on_replays
-        self.joined = s.recently_joined
-        self.last_sent = s.last_sent
-        self.normal_read, self.replay_read, self.min_replayed = s.normal_read, s.replay_read, s.min_replayed
-        self.rewind = s.rewind
-        self.nacked = s.nacked
-        self.settled, self.pinned = s.settled, s.pinned
-        self.unblocks = 0
-        self.pass_depth = 0
-        self.deferred_prune = False
-        self.hook: tuple[str, int, tuple[str, int, int]] | None = None  # (stage, index, inner of interleaved_read)
-        self.reached: set[tuple[str, int]] = set()  # the (stage, index) points passed without a hook
+        self.pip379, self.classic, self.pip282 = model.variant_is
+        # One unpacking of the state (its draining, sent, broken and events are _Thawed).
+        (
+            self.messages, consumers, self.read_pos, self.md, self.acked, replay, _, self.scheduled, self.skip,
+            self.stuck, self.joined, self.last_sent, _, self.normal_read, self.replay_read, self.min_replayed,
+            self.rewind, self.nacked, self.settled, self.pinned, _, _,
+        ) = s
+        self.cons = [_Consumer(c) for c in consumers]
+        self.replay = dict(replay)
         self.delivered: list[Json] = []
-        self.released_blocked = False
 
     ring = _Thawed["_Dispatch", Ring](lambda d: d.model.ring_of(d.source))
     tracker = _Thawed["_Dispatch", dict[int, list[int]]](
@@ -320,6 +313,7 @@ class _Dispatch:
     sent = _Thawed["_Dispatch", set[int]](lambda d: set(d.source.sent))
     broken = _Thawed["_Dispatch", set[str]](lambda d: set(d.source.broken))
     events = _Thawed["_Dispatch", set[str]](lambda d: set())
+    reached = _Thawed["_Dispatch", set[tuple[str, int]]](lambda d: set())  # (stage, index) passed without a hook
 
     def freeze(self) -> KSState:
         """The immutable state after the operation; KS-I5a is judged here, once the operation is over."""
@@ -1015,6 +1009,7 @@ class KeySharedModel:
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "pip379") -> None:
         self.variant = variant
+        self.variant_is = (variant == "pip379", variant == "classic", variant == "pip282")
         self.config: Mapping[str, Param] = configured(self.mechanism, variant, VARIANTS, config, DEFAULT_CONFIG)
         cfg = self.config
         self.names = tuple(str(n) for n in _tuple(cfg["names"]))
@@ -1050,6 +1045,7 @@ class KeySharedModel:
         self._actions = _Actions()
         # The engines ask for the enabled actions and then step each of them from the same state.
         self._last_enabled: tuple[KSState | None, set[int]] = (None, set())
+        self._offered: dict[Hashable, tuple[tuple[Action, ...], set[int]]] = {}
         # ... and `read` first: its result, deliveries and the points its passes reached, from that state.
         self._read_from: tuple[KSState | None, KSState, list[Json], set[tuple[str, int]]] = (
             None, self.initial(), [], set()
@@ -1166,6 +1162,24 @@ class KeySharedModel:
         )
 
     def enabled(self, state: KSState) -> Sequence[Action]:
+        # All that the offered actions depend on: states that agree on it share one (immutable) tuple.
+        signature = (
+            state.scheduled_read,
+            state.settled,
+            state.pinned,
+            state.normal_read is None,
+            state.replay_read is None,
+            len(state.messages) < self.max_messages,
+            tuple([(c.id, c.name, c.permits, c.held) for c in state.consumers]),
+        )
+        offered = self._offered.get(signature)
+        if offered is None:
+            out = self._enabled(state)
+            offered = self._offered[signature] = (out, {id(a) for a in out})
+        self._last_enabled = (state, offered[1])
+        return offered[0]
+
+    def _enabled(self, state: KSState) -> tuple[Action, ...]:
         kinds, act = self.kinds, self._actions
         out: list[Action] = [act[("read",)]]  # always possible, so no state is a deadlock
         if "run" in kinds:
@@ -1191,8 +1205,7 @@ class KeySharedModel:
                 out.append(act[("complete_read", REPLAY)])
         if not state.settled:
             self._unsettled(state, out, inner)
-        self._last_enabled = (state, {id(a) for a in out})
-        return out
+        return tuple(out)
 
     def _unsettled(self, state: KSState, out: list[Action], inner: list[tuple[str, int, int]]) -> None:
         """The actions a settled run gives up: consumer changes, publishing, nacks, interleaved reads."""
