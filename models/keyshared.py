@@ -1320,6 +1320,7 @@ class KeySharedModel:
         return key
 
     def _symmetric(self, state: KSState) -> Hashable:
+        """The key itself: the state when it is already canonical, else a tuple of its canonical fields."""
         consumers = state.consumers
         in_order = [c[0] for c in consumers] == self._in_join_order[len(consumers)]
         if in_order and not (self._flag_unread and state.scheduled_read):
@@ -1329,10 +1330,11 @@ class KeySharedModel:
         if self._flag_unread:
             fields[_SCHEDULED] = False
         if not in_order:
-            ids = {c.id: slot for slot, c in enumerate(consumers, start=1)}
-            fields[_CONSUMERS] = tuple([(ids[c[0]], *c[1:]) for c in consumers])
-            fields[_DRAINING] = tuple([(d[0], ids[d[1]], *d[2:]) for d in state.draining])
-            fields[_JOINED] = tuple([(ids[cid], p) for cid, p in state.recently_joined])
+            fields[_CONSUMERS] = tuple([(slot, *c[1:]) for slot, c in enumerate(consumers, start=1)])
+            if state.draining or state.recently_joined:
+                ids = {c.id: slot for slot, c in enumerate(consumers, start=1)}
+                fields[_DRAINING] = tuple([(d[0], ids[d[1]], *d[2:]) for d in state.draining])
+                fields[_JOINED] = tuple([(ids[cid], p) for cid, p in state.recently_joined])
         return tuple(fields)
 
     def vars(self, state: KSState) -> dict[str, Json]:
