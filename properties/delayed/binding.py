@@ -33,8 +33,9 @@ from typing import cast
 
 from models.core import Action, Json, Observation, Param
 from models.delayed import EXPLORE_CONFIG, HYPOTHESIS_CONFIG, MAX_LONG, DelayedModel
-from properties.cli.bench import OUT
+from properties.delayed import coverage as delayed_coverage
 from properties.delayed import proofs as delayed_z3
+from properties.delayed import protocol as delayed_protocol
 from properties.engines.mechanism import Mechanism
 from reference_impl.delayed import (
     DispatcherModel,
@@ -323,7 +324,7 @@ def _measure(xy: tuple[int, int, int]) -> MemoryResult:
     return measure_memory(x, y, n)
 
 
-def bench(folder: Path = OUT) -> dict[str, object]:
+def bench(folder: Path) -> dict[str, object]:
     """The seed's memory experiment (§8) at N = 10^7, and the per-message plot in the bench's `folder`.
 
     The measurements run in a few processes in parallel.
@@ -376,4 +377,7 @@ MECHANISM = Mechanism(
     hypothesis_configs={"default": HYPOTHESIS_CONFIG, "strict": {**HYPOTHESIS_CONFIG, "strict": True}},
     proofs=delayed_z3.proofs,
     bench=bench,
+    interesting=delayed_coverage.INTERESTING,
+    vocabularies=delayed_protocol.VOCABULARIES,
+    scope_of=delayed_protocol.scope_of,
 )

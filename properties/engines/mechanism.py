@@ -1,7 +1,9 @@
 """The binding interface: everything the engines need to check one mechanism.
 
 Engines take a `Mechanism` and never look one up by name; the names live one floor up, in
-`properties.registry`, so that no engine depends on any particular mechanism.
+`properties.registry`, so that no engine depends on any particular mechanism. What a mechanism
+declares for the engines (its interesting states, its port vocabulary) is typed here too, so that
+its folder's modules and the engines that read them share one low module and no import cycle.
 """
 
 from __future__ import annotations
@@ -11,9 +13,44 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from models.core import Model, Param
+from models.core import Json, Model, Param
 from properties.engines.bmc import ProofResult
 from properties.engines.lockstep import ImplementationFactory
+
+Vars = Mapping[str, Json]
+Predicate = Callable[[Mapping[str, Param], Vars], bool]
+
+
+@dataclass(frozen=True)
+class Interesting:
+    """A named situation a check must reach for its invariants to mean something.
+
+    `holds(config, vars)` reads the model's projected variables (the same projection traces and ports
+    use), so a mechanism's situations read alike for every engine.
+    """
+
+    name: str
+    holds: Predicate
+
+
+@dataclass(frozen=True)
+class ActionDoc:
+    """What an action does, when the harness offers it, and what each parameter means."""
+
+    meaning: str
+    enabled: str
+    params: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The declared meanings of one scope; `defaults` are values the model reads but leaves out of its config."""
+
+    config: Mapping[str, str]
+    vars: Mapping[str, str]
+    actions: Mapping[str, ActionDoc]
+    observation: Mapping[str, str]
+    defaults: Mapping[str, Param] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -42,7 +79,20 @@ class Mechanism:
     conformance_steps: Mapping[str, int] = field(default_factory=dict)
     """Replayed steps the conformance engine spends on an explore configuration, where it is not the
     default: a large configuration whose every transition would take minutes gets its shallowest ones."""
+    interesting: tuple[Interesting, ...] = ()
+    """The situations its invariants exist for, which coverage reports reached or not (empty: action
+    coverage only), so that a change that silently stops reaching one fails the tests."""
+    not_offered: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """By variant, actions it never enables by design, with the reason: exempt from action coverage."""
+    vocabularies: Mapping[str, Vocabulary] = field(default_factory=dict)
+    """The port vocabulary (declared meanings) of each scope, by scope name: `brokerspec protocol`'s source."""
+    scope_of: Callable[[Mapping[str, Param]], str] | None = None
+    """The scope a model configuration speaks, where the mechanism has several; see `scope`."""
 
     @property
     def variants(self) -> tuple[str, ...]:
         return (self.current, *self.twins)
+
+    def scope(self, config: Mapping[str, Param]) -> str:
+        """The vocabulary scope of `config` (a model's configuration): the mechanism's name unless it has scopes."""
+        return self.name if self.scope_of is None else self.scope_of(config)

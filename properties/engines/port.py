@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from models.core import Action, Json, Observation, Param
+from properties.engines.mechanism import Mechanism
 from properties.engines.protocol import hello_config
 
 PROTOCOL_VERSION = 1
@@ -72,7 +73,7 @@ class PortProcess:
     def __init__(
         self,
         argv: Sequence[str],
-        mechanism: str,
+        mechanism: Mechanism,
         variant: str,
         config: Mapping[str, Param],
         *,
@@ -108,7 +109,7 @@ class PortProcess:
         self._stderr_thread.start()
         try:
             complete = hello_config(mechanism, variant, config)  # defaults included: the port need guess none
-            hello = {"type": "hello", "protocol": PROTOCOL_VERSION, "mechanism": mechanism, "variant": variant,
+            hello = {"type": "hello", "protocol": PROTOCOL_VERSION, "mechanism": mechanism.name, "variant": variant,
                      "config": {k: _jsonable(v) for k, v in complete.items()}}
             reply = self._exchange(hello, hello_timeout_s)
             if reply.get("type") == "error":

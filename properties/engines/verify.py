@@ -35,6 +35,7 @@ from properties.engines.lockstep import (
     same_json,
     to_text,
 )
+from properties.engines.mechanism import Mechanism
 from properties.engines.port import DEFAULT_STEP_TIMEOUT_S, PortError, PortProcess
 from properties.engines.replay import record
 from properties.engines.shrink import shrink
@@ -51,7 +52,7 @@ class PortSpec:
     """How to start the port for one mechanism, variant and configuration."""
 
     argv: tuple[str, ...]
-    mechanism: str
+    mechanism: Mechanism
     variant: str
     config: Mapping[str, Param]
     step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S

@@ -41,7 +41,9 @@ from models.keyshared_tracker import WIDE_EXPLORE_CONFIG as TRACKER_WIDE_EXPLORE
 from models.keyshared_tracker import KeySharedTrackerModel
 from properties.engines.lockstep import Implementation
 from properties.engines.mechanism import Mechanism
+from properties.keyshared import coverage as keyshared_coverage
 from properties.keyshared import proofs as keyshared_z3
+from properties.keyshared import protocol as keyshared_protocol
 from properties.keyshared.tracker import KeySharedTrackerReference
 from reference_impl.keyshared import LEDGER_ID, Consumer, KeySharedDispatcher, Position, ReadOp
 
@@ -409,4 +411,7 @@ MECHANISM = Mechanism(
     # The corner configurations (collide, ackjump, unblock) and the tracker are replayed in full; the
     # three broad ones have 60-200k transitions each, so the tour takes their shallowest ones.
     conformance_steps={"small": 50_000, "gap": 50_000, "interleave": 50_000},
+    interesting=keyshared_coverage.INTERESTING,
+    vocabularies=keyshared_protocol.VOCABULARIES,
+    scope_of=keyshared_protocol.scope_of,
 )

@@ -50,6 +50,8 @@ from models.metadata import (
 )
 from properties.engines.lockstep import DIVERGENCE
 from properties.engines.mechanism import Mechanism
+from properties.metadata import coverage as metadata_coverage
+from properties.metadata import protocol as metadata_protocol
 from properties.metadata.proofs import proofs
 from reference_impl.metadata import (
     Costs,
@@ -412,4 +414,8 @@ MECHANISM = Mechanism(
     hypothesis_configs={"default": HYPOTHESIS_CONFIG},
     proofs=proofs,
     bench=bench,
+    interesting=metadata_coverage.INTERESTING,
+    not_offered=metadata_coverage.NOT_OFFERED,
+    vocabularies=metadata_protocol.VOCABULARIES,
+    scope_of=metadata_protocol.scope_of,
 )

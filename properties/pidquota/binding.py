@@ -45,7 +45,9 @@ from typing import cast
 from models.core import Action, Json, Observation, Param
 from models.pidquota import EXPLORE_CONFIG, FPP, HYPOTHESIS_CONFIG, PidQuotaModel
 from properties.engines.mechanism import Mechanism
+from properties.pidquota import coverage as pidquota_coverage
 from properties.pidquota import proofs as pidquota_z3
+from properties.pidquota import protocol as pidquota_protocol
 from reference_impl.pidquota import (
     EnhancedDoubleHasher,
     IncrementingHasher,
@@ -469,4 +471,7 @@ MECHANISM = Mechanism(
     hypothesis_configs={"default": HYPOTHESIS_CONFIG, "murmur": HYPOTHESIS_MURMUR_CONFIG},
     proofs=pidquota_z3.proofs,
     bench=bench,
+    interesting=pidquota_coverage.INTERESTING,
+    vocabularies=pidquota_protocol.VOCABULARIES,
+    scope_of=pidquota_protocol.scope_of,
 )

@@ -43,7 +43,9 @@ from models.topiclist import (
     TopicListModel,
 )
 from properties.engines.mechanism import Mechanism
+from properties.topiclist import coverage as topiclist_coverage
 from properties.topiclist import proofs as topiclist_z3
+from properties.topiclist import protocol as topiclist_protocol
 from reference_impl.topiclist import (
     LONG_MAX,
     AsyncDualMemoryLimiter,
@@ -747,4 +749,7 @@ MECHANISM = Mechanism(
     hypothesis_configs={"semaphore": HYPOTHESIS_CONFIG, "flows": HYPOTHESIS_FLOWS_CONFIG},
     proofs=topiclist_z3.proofs,
     conformance_steps={"all_flows": 60_000},  # 369k transitions: the shallowest ones (flows is replayed in full)
+    interesting=topiclist_coverage.INTERESTING,
+    vocabularies=topiclist_protocol.VOCABULARIES,
+    scope_of=topiclist_protocol.scope_of,
 )

@@ -20,6 +20,7 @@ from models.keyshared_tracker import (
 )
 from properties.engines.coverage import from_exploration
 from properties.engines.explorer import explore
+from properties.keyshared.binding import MECHANISM
 from tests.keyshared.test_keyshared_tracker import run as run_on
 
 A = 11707  # key "4": entry 0 (ledger 2) and entry 1 (ledger 1); entry 2 (ledger 1) has no sticky hash
@@ -79,7 +80,7 @@ def test_the_wide_configuration_is_small_complete_and_reaches_each_new_mark() ->
     model = KeySharedTrackerModel(WIDE_EXPLORE_CONFIG)
     result = explore(model, terminal_ok=model.terminal_ok)
     assert result.ok and result.complete and len(result.states) == 552
-    reached = from_exploration(model, result).reached
+    reached = from_exploration(MECHANISM, model, result).reached
     assert {"a consumer holds pending acks of two ledgers", "a pending ack counts a batch of several messages",
             "a pending ack was overwritten", "a 4-argument remove kept a pending ack of another value",
             "the add handler rejected hash 0", "remove_all_up_to ran over a map of two ledgers"} <= reached

@@ -20,8 +20,8 @@ from models.core import Action, Json, Model, Observation
 from properties import registry
 from properties.cli import DIVERGED, PASS, main
 from properties.engines.lockstep import DIVERGENCE, Implementation
-from properties.engines.replay import replay
 from properties.engines.verify import PortSpec, run_actions
+from properties.registry import replay
 from traces.format import load
 
 SOURCES = Path(__file__).with_name("java")
@@ -131,9 +131,9 @@ def test_verify_runs_the_reference_beside_the_port_and_names_it_when_they_disagr
     def make_model() -> Model[Any]:
         return mechanism.make_model(config, mechanism.current)
 
-    beside = PortSpec(argv, "topiclist", mechanism.current, config, reference=reference)
+    beside = PortSpec(argv, mechanism, mechanism.current, config, reference=reference)
     assert run_actions(make_model, beside, actions) is None
-    skewed = PortSpec(argv, "topiclist", mechanism.current, config,
+    skewed = PortSpec(argv, mechanism, mechanism.current, config,
                       reference=lambda c, v: _Skewed(reference(c, v)))
     found = run_actions(make_model, skewed, actions)
     assert found is not None and (found.target, found.actions) == (DIVERGENCE, tuple(actions))

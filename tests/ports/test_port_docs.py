@@ -16,14 +16,20 @@ import pytest
 from models.core import Model
 from properties import registry
 from properties.cli import PASS, USAGE, main
+from properties.engines.mechanism import Mechanism, Vocabulary
 from properties.engines.port import PortProcess
-from properties.engines.protocol import VOCABULARIES, Sample, Vocabulary, complete_config, document, missing, scope_of
+from properties.engines.protocol import Sample, complete_config, document, missing
 from tests.ports.transcripts import SCRIPTS, transcript
 
 HERE = Path(__file__).parent
 DOCS = HERE.parents[1] / "docs" / "ports.md"
 DOC_PORT = HERE / "doc_port.py"
 MECHANISMS = list(registry.mechanisms())
+SCOPES: dict[str, tuple[Mechanism, Vocabulary]] = {
+    scope: (mechanism, vocabulary) for mechanism in registry.mechanisms().values()
+    for scope, vocabulary in mechanism.vocabularies.items()
+}
+"""Every scope's mechanism and declared meanings."""
 
 
 @pytest.mark.parametrize("name", MECHANISMS)
@@ -31,7 +37,7 @@ def test_every_var_field_action_parameter_and_config_key_has_a_meaning(name: str
     mechanism = registry.get(name)
     doc = document(mechanism, mechanism.current)
     for scope in doc["scopes"]:
-        assert scope["undocumented"] == [], f"{scope['scope']}: add these to properties/engines/protocol.py"
+        assert scope["undocumented"] == [], f"{scope['scope']}: add these to properties/{name}/protocol.py"
         assert all(v["meaning"] for v in scope["vars"]) and all(a["enabled"] for a in scope["actions"])
         assert not any("not reached" in v["type"] for v in scope["vars"] if v["path"].isidentifier())
 
@@ -40,7 +46,7 @@ def test_an_undocumented_var_or_action_is_reported() -> None:
     """`missing` can fail: drop one var and one action from the pidquota vocabulary."""
     mechanism = registry.get("pidquota")
     model = mechanism.make_model(mechanism.hypothesis_configs["default"], mechanism.current)
-    full = VOCABULARIES["pidquota"]
+    full = mechanism.vocabularies["pidquota"]
     vocabulary = Vocabulary(full.config, {k: v for k, v in full.vars.items() if k != "now"},
                             {k: v for k, v in full.actions.items() if k != "cleanup"}, full.observation)
     sample = Sample()
@@ -61,13 +67,13 @@ def _same_behaviour(a: Model[Any], b: Model[Any], states: int = 150) -> None:
             queue.append((a.step(sa, action)[0], b.step(sb, action)[0]))
 
 
-@pytest.mark.parametrize("scope", [s for s, v in VOCABULARIES.items() if v.defaults])
+@pytest.mark.parametrize("scope", [s for s, (_, v) in SCOPES.items() if v.defaults])
 def test_declared_defaults_are_the_ones_the_model_applies(scope: str) -> None:
     """A configuration that names only its scope behaves as its completed configuration."""
-    mechanism = registry.get(scope.split("/")[0])
+    mechanism, vocabulary = SCOPES[scope]
     minimal = mechanism.make_model({"scope": scope.split("/")[1]}, mechanism.current)
-    completed = complete_config(minimal)
-    assert set(completed) == set(VOCABULARIES[scope].config)
+    completed = complete_config(mechanism, minimal)
+    assert set(completed) == set(vocabulary.config)
     _same_behaviour(minimal, mechanism.make_model(completed, mechanism.current))
 
 
@@ -79,10 +85,10 @@ def test_the_hello_carries_the_complete_configuration(name: str, tmp_path: Path)
            "'vars': h['config']}), flush=True); sys.stdin.read()"
     for config in [*mechanism.hypothesis_configs.values(), *mechanism.explore_configs.values()]:
         model = mechanism.make_model(config, mechanism.current)
-        with PortProcess([sys.executable, "-c", echo], name, mechanism.current, config) as port:
+        with PortProcess([sys.executable, "-c", echo], mechanism, mechanism.current, config) as port:
             seen = port.vars()
-        assert seen == json.loads(json.dumps(complete_config(model)))
-        assert set(seen) == set(VOCABULARIES[scope_of(name, model.config)].config)
+        assert seen == json.loads(json.dumps(complete_config(mechanism, model)))
+        assert set(seen) == set(mechanism.vocabularies[mechanism.scope(model.config)].config)
         assert set(seen) >= set(config)
 
 

@@ -53,7 +53,7 @@ def _assert_none_alive(pidfile: Path) -> None:
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_port_error_names_the_kind_and_the_step(mode: str, tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
-    port = PortProcess(_argv(mode, 3, pidfile), "topiclist", "current", CONFIG, step_timeout_s=0.5)
+    port = PortProcess(_argv(mode, 3, pidfile), MECHANISM, "current", CONFIG, step_timeout_s=0.5)
     try:
         assert port.vars() == INITIAL
         port.apply(Action.of("advance", dt=1))
@@ -87,7 +87,7 @@ def test_verify_keeps_its_budget_shrinking_included(tmp_path: Path, capsys: pyte
 
 def test_a_port_that_cannot_start_is_a_crash_at_step_0(tmp_path: Path) -> None:
     with pytest.raises(PortError) as info:
-        PortProcess([str(tmp_path / "no-such-port")], "topiclist", "current", CONFIG)
+        PortProcess([str(tmp_path / "no-such-port")], MECHANISM, "current", CONFIG)
     assert (info.value.kind, info.value.step) == ("crash", 0)
 
 
@@ -99,7 +99,7 @@ def test_a_bad_hello_reply_is_garbage_at_step_0_and_the_port_is_reaped(tmp_path:
     )
     argv = [sys.executable, "-c", script]
     with pytest.raises(PortError) as info:
-        PortProcess(argv, "topiclist", "current", CONFIG)
+        PortProcess(argv, MECHANISM, "current", CONFIG)
     assert (info.value.kind, info.value.step) == ("garbage", 0)
     _assert_none_alive(pidfile)
 

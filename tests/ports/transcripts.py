@@ -46,7 +46,7 @@ def transcript(mechanism: str, config: str) -> str:
     state = model.initial()
     lines = [
         "> " + _line({"type": "hello", "protocol": 1, "mechanism": mechanism, "variant": model.variant,
-                      "config": complete_config(model)}),
+                      "config": complete_config(found, model)}),
         "< " + _line({"type": "ready", "vars": model.vars(state)}),
     ]
     for seq, (name, wanted) in enumerate(SCRIPTS[(mechanism, config)], start=1):

@@ -1,0 +1,93 @@
+"""The metadata store's port vocabulary (one scope).
+
+Meanings keyed by the model's own names; `brokerspec protocol` adds types and examples from the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from models.core import Param
+from properties.engines.mechanism import ActionDoc, Vocabulary
+
+_THREAD = "a thread name: N-event, N-batch-flusher, N-backend, N-worker-OrderedExecutor-i-0, client-c (N: the store)"
+METADATA = Vocabulary(
+    config={
+        "store": "the store's name N (prefixes its thread names)",
+        "paths": "the paths clients use",
+        "initial": "paths present at t=0 (value 0, version 0)",
+        "workers": "num_serdes_threads: decode workers; a path's worker is BookKeeper's chooseThread(path)",
+        "clients": "client threads (client-0, ...)",
+        "max_ops": "budget of client calls",
+        "ops": "client actions offered",
+        "batching": "the zk backend batches operations",
+        "max_operations": "a batch flushes inline once it holds this many operations",
+        "max_delay_ms": "P, the periodic flush interval",
+        "close": "offer close",
+    },
+    vars={
+        "now": "the virtual clock, ms",
+        "closed": "the store is closed",
+        "threads": "threads with work, by thread name (idle threads are left out)",
+        "threads.*": "one thread",
+        "threads.*.queue": "labels of its queued tasks, in order",
+        "threads.*.queue[]": "a task label, e.g. async:get(/a), complete[0], notify:Modified(/a), N:periodic-flush",
+        "threads.*.task": 'the label of the started task, "" when none',
+        "threads.*.at": 'where the started task is suspended, "" when running or none',
+        "threads.*.wait": 'what the blocked thread waits for (an op or lock label), "" when not blocked',
+        "read_q": "op ids queued for the next batch's reads",
+        "read_q[]": "an op id (index into ops)",
+        "write_q": "op ids queued for the next batch's writes",
+        "write_q[]": "an op id",
+        "ops": "every store operation so far, by op id",
+        "ops[]": "[label, outcome] one operation",
+        "ops[].label": "kind(path), e.g. put(/a)",
+        "ops[].outcome": 'pending; for get [value, version] or "absent"; for put the new version; for delete '
+                         '"deleted"; or an error name',
+        "ops[].outcome[]": "value, then version",
+        "tree": "the backend's nodes by path",
+        "tree.*": "[value, version] a node",
+        "tree.*.value": "its value",
+        "tree.*.version": "its version",
+        "cache": "the MetadataCache's entries by path",
+        "cache.*": '"pending", "failed", "absent" or [value, version]',
+        "cache.*[]": "value, then version",
+        "flush_lock": 'the thread holding the flush lock, "" when free',
+        "flush_in_progress": "a flush is running",
+        "key_locks": "per path, the thread holding its key lock",
+        "key_locks.*": _THREAD,
+        "flush_timer": "absolute time of the next periodic flush, -1 when none is scheduled",
+        "deadlock": "the wait-for edges on a cycle (MD-I5), sorted; empty when none",
+        "deadlock[]": "[waiter, holder, label] one edge",
+        "deadlock[].waiter": "the blocked thread",
+        "deadlock[].holder": "the thread it waits for",
+        "deadlock[].label": "what it waits for",
+        "stuck": "nothing can run and something still waits (a blocked thread or a pending op)",
+    },
+    actions={
+        **{op: ActionDoc(f"client c calls {op}(p) on the store" if op in ("get", "put", "delete") else text,
+                         "the client is idle, the call budget (max_ops) is not spent and the call is offered (ops)"
+                         + (" and p is cached" if op == "refresh" else ""),
+                         {"c": "the client index", "p": "the path", **({"q": "the path the callback reads"}
+                                                                       if "callback" in op else {})})
+           for op, text in (("get", ""), ("put", ""), ("delete", ""),
+                            ("cache_get", "client c calls cache.get(p)"), ("refresh", "client c refreshes cached p"),
+                            ("callback", "client c calls cache.get(p) with a callback that blocks on cache.get(q)"),
+                            ("store_callback", "client c calls store.get(p) with a callback that blocks on "
+                                               "store.get(q)"))},
+        "run": ActionDoc("run one atomic segment of a thread", "the thread has runnable work (not blocked)",
+                         {"thread": _THREAD}),
+        "advance": ActionDoc("move the clock to the flush timer and submit the periodic flush", "a flush timer is set"),
+        "close": ActionDoc("close the store: fail queued ops, cancel the flush, shut the threads down",
+                           "config close, and calls are left and not closed, or nothing else can happen"),
+    },
+    observation={},
+)
+
+VOCABULARIES: Mapping[str, Vocabulary] = {"metadata": METADATA}
+"""Its one scope's meanings."""
+
+
+def scope_of(config: Mapping[str, Param]) -> str:
+    """One scope: every configuration speaks the same vocabulary."""
+    return "metadata"
