@@ -210,7 +210,7 @@ def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str
             break  # the twin is caught; its remaining configurations add nothing (as for Hypothesis)
         result = run_explorer(mechanism, variant, config_name, args.max_states)
         if variant == mechanism.current:
-            report.cover("explorer", from_exploration(_model(mechanism, config, variant), result))
+            report.cover("explorer", from_exploration(mechanism, _model(mechanism, config, variant), result))
         names = [f.name for f in result.findings]
         detail = f"{len(result.states)} states, {result.transitions} transitions, depth {result.max_depth}"
         if not result.complete:
@@ -244,7 +244,7 @@ def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: s
         _progress(f"  hypothesis {label}: {args.batches} batch(es){cap}, {args.profile}")
         coverage = None
         if variant == mechanism.current:
-            coverage = Coverage(mechanism.name, variant, tuple(_model(mechanism, config, variant).action_names))
+            coverage = Coverage.of(mechanism, variant, _model(mechanism, config, variant).action_names)
         run, batches, steps, elapsed = run_stateful(mechanism, variant, config, args.seed, args.budget, args.profile,
                                                     coverage, batches_max=args.batches)
         if coverage is not None:

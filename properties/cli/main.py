@@ -297,7 +297,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     variant = args.variant or mechanism.current
     config = _port_config(mechanism, args.config)
     _model(mechanism, config, variant)  # a usage error for an unknown variant
-    spec = PortSpec(_port_argv(args), mechanism.name, variant, dict(config), args.step_timeout,
+    spec = PortSpec(_port_argv(args), mechanism, variant, dict(config), args.step_timeout,
                     mechanism.make_reference)
     name = args.config or next(iter(mechanism.hypothesis_configs))
     small = mechanism.explore_configs.get(name)  # the explorer's bounds of the same name, if any
@@ -331,7 +331,7 @@ def _replay_port(args: argparse.Namespace, trace: Trace) -> int:
         replay(trace, args.trace, variant=variant, check_vars=False)  # the actions must fit the model
     except TraceError as exc:
         raise UsageError(str(exc)) from None
-    spec = PortSpec(_port_argv(args), trace.mechanism, variant, trace.config, args.step_timeout,
+    spec = PortSpec(_port_argv(args), mechanism, variant, trace.config, args.step_timeout,
                     mechanism.make_reference)
     found = run_actions(lambda: _model(mechanism, trace.config, variant), spec, trace.actions)
     label = f"{trace.mechanism}/{variant} against the port"
