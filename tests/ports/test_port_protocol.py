@@ -82,7 +82,8 @@ def test_verify_keeps_its_budget_shrinking_included(tmp_path: Path, capsys: pyte
     code = main(["verify", "--mechanism", "topiclist", "--budget", "3", "--step-timeout", "0.5",
                  "--out", str(tmp_path / "out"), "--port", *_argv("hang", 1, pidfile)])
     assert code == INFRA
-    assert time.monotonic() - started < 3 + 2 * 0.5 + 2  # the budget, one run in flight, start-up slack
+    # the budget, one run in flight, and slack for a loaded machine; ignoring the budget takes minutes here
+    assert time.monotonic() - started < 3 + 2 * 0.5 + 10
 
 
 def test_a_port_that_cannot_start_is_a_crash_at_step_0(tmp_path: Path) -> None:
