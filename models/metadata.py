@@ -6,11 +6,20 @@ actions (`get`, `put`, `delete`, `cache_get`, `refresh`, `callback`, `store_call
 to a client thread and run that segment at once, and `close` closes the store from the harness. It
 is written from the spec, independently of `reference_impl/metadata/`, so the two run in lockstep.
 
-Scope: one store on the zk backend (batched or not) with one `MetadataCache`, and every cost 0, so
-time passes only through the periodic flush and fixed rate and fixed delay coincide. The cost
-properties (MD-I6's queue-wait bound, MD-P1's flush spacing after a stall) need costs and are
-measured by the bench on the reference (`properties.metadata.binding.bench`). Not modelled: faults,
-retries, read-modify-update, the memory backend; `max_size_kb` never limits a batch at these sizes.
+Scope: one store on the zk backend (batched or not) or the memory backend, with one `MetadataCache`,
+and every cost 0, so time passes only through the periodic flush and fixed rate and fixed delay
+coincide. The cost properties (MD-I6's queue-wait bound, MD-P1's flush spacing after a stall) need
+costs and are measured by the bench on the reference (`properties.metadata.binding.bench`). Not
+modelled: faults, retries, read-modify-update; `max_size_kb` never limits a batch at these sizes.
+
+The memory backend (§4.2, upstream `LocalMemoryMetadataStore`) has no batching, no flusher and no
+backend thread: an op is applied inside the segment that calls it, on the calling thread (a client,
+the event thread's refresh, a worker running a callback), its notifications (Created, Modified or
+Deleted, then ChildrenChanged for every proper ancestor) are queued on the event thread, and its
+future is completed there and then, so its non-async callbacks run at once on the caller and a
+`join` on it never waits. Races only it has: a write completes before its notification is
+delivered, and a notification's refresh holds the new value, read on the event thread, while
+clients still get the old entry.
 
 How a segment is modelled: a running task is a *continuation*, a tuple of small instructions
 (`_FLUSH`, `_NEXT`, `_SETTLE`, `_JOIN`, ...). A segment pops instructions until one suspends the
@@ -35,7 +44,8 @@ Config keys (see `EXPLORE_CONFIGS`): ``store`` (name N), ``paths``, ``initial`` 
 t=0, value 0, version 0), ``workers`` (num_serdes_threads), ``clients``, ``max_ops`` (budget of
 client calls), ``ops`` (client actions offered), ``batching``, ``max_operations``, ``max_delay_ms``
 (P), ``close`` (offer `close`: while calls are left, and, being idempotent, as the step taken when
-nothing else can happen, so no state is terminal).
+nothing else can happen, so no state is terminal), ``backend`` (``"zk"`` or ``"memory"``; the memory
+store ignores ``batching``, as the reference does).
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Obs
 
 VARIANTS = ("pip453", "legacy", "blocking_callback")
 CURRENT = "pip453"
+BACKENDS = ("zk", "memory")
 CLIENT_OPS = ("get", "put", "delete", "cache_get", "refresh", "callback", "store_callback")
 ACTION_NAMES = (*CLIENT_OPS, "run", "advance", "close")
 
@@ -62,6 +73,7 @@ EXPLORE_CONFIG: dict[str, Param] = {
     "max_operations": 1000,
     "max_delay_ms": 5,
     "close": True,
+    "backend": "zk",
 }
 """2 paths on 2 workers ("/a" maps to worker 1, "/c" to 0), 2 clients, 2 calls, close at any point."""
 
@@ -74,8 +86,13 @@ EXPLORE_CONFIGS: dict[str, dict[str, Param]] = {
         **EXPLORE_CONFIG, "ops": ("get", "delete", "cache_get", "refresh", "callback", "store_callback"),
         "batching": False,
     },
+    "memory": {
+        **EXPLORE_CONFIG, "backend": "memory", "paths": ("/a", "/a/b/c"), "max_ops": 3,
+        "ops": ("put", "delete", "cache_get", "refresh"),
+    },
 }
-"""The explorer's configurations: batching on, inline size-triggered flushes (PIP-453), batching off."""
+"""The explorer's configurations: batching on, inline size-triggered flushes (PIP-453), batching off, and the
+memory backend (ops applied on the caller; "/a/b/c" on worker 0 has two ancestors to notify, "/a" is one of them)."""
 
 HYPOTHESIS_CONFIG: dict[str, Param] = {
     **EXPLORE_CONFIG,
@@ -85,6 +102,11 @@ HYPOTHESIS_CONFIG: dict[str, Param] = {
     "max_operations": 2,
 }
 """3 paths ("/a" and "/b" share a worker), 2 clients, 5 calls, size flushes, every client action."""
+
+HYPOTHESIS_MEMORY_CONFIG: dict[str, Param] = {
+    **HYPOTHESIS_CONFIG, "backend": "memory", "paths": ("/a", "/a/b", "/a/b/c"), "max_operations": 1000,
+}
+"""The memory backend with every client action: "/a" is the parent of "/a/b" and an ancestor of "/a/b/c"."""
 
 DEFAULT_CONFIG: dict[str, Param] = {**EXPLORE_CONFIG, "ops": CLIENT_OPS}
 
@@ -343,7 +365,9 @@ class _Segment:
         if publish:
             self.publish(p, k)
         after: list[tuple[Any, ...]] = [] if then is None else [(*then, k)]
-        if not m.batching:
+        if m.memory:
+            self.apply_now(k)
+        elif not m.batching:
             self.dispatch((k,))
         else:
             q = self.read_q if kind == "get" else self.write_q
@@ -355,6 +379,17 @@ class _Segment:
                     self.flag = True
                     self.submit(m.flusher, ("size_flush",))
         self.push(*after)
+
+    def apply_now(self, k: int) -> None:
+        """Memory backend (§4.2): apply op k on this thread, queue its notifications, complete it here.
+
+        Only an open store gets here (`new_op` fails a closed store's call first), so the event thread
+        accepts the notifications.
+        """
+        outcome, notes = self.apply(k)
+        for kind, path in notes:
+            self.submit(self.m.event, ("notify", kind, path))
+        self.settle(k, outcome)
 
     def dispatch(self, batch: tuple[int, ...]) -> None:
         if self.closed:
@@ -369,31 +404,35 @@ class _Segment:
         else:
             self.flag = False
 
+    def apply(self, k: int) -> tuple[tuple[str, Any], list[tuple[str, str]]]:
+        """Apply op k to the tree as if alone: its outcome and the notifications it causes (§4.2)."""
+        m = self.m
+        o = self.ops[k]
+        node = self.tree[o.path]
+        path = m.paths[o.path]
+        if o.kind == "get":
+            return ("ok", node), []
+        if o.kind == "put":
+            version = 0 if node is None else node[1] + 1
+            self.tree[o.path] = (k + 1, version)
+            notes = [("Created" if node is None else "Modified", path)]
+            if node is None:
+                notes.extend(("ChildrenChanged", parent) for parent in m.parents[o.path])
+            return ("ok", version), notes
+        if node is None:
+            return ("err", NOT_FOUND_ERROR), []
+        self.tree[o.path] = None
+        return ("ok", None), [("Deleted", path), *(("ChildrenChanged", parent) for parent in m.parents[o.path])]
+
     def backend(self, batch: tuple[int, ...]) -> None:
-        """Apply each op as if alone, post its notifications, then one completion task (§4.2)."""
+        """Zk backend: apply each op as if alone, post its notifications, then one completion task (§4.2)."""
         m = self.m
         outcomes: list[tuple[int, tuple[str, Any]]] = []
         notes: list[tuple[str, str]] = []
         for k in batch:
-            o = self.ops[k]
-            node = self.tree[o.path]
-            path = m.paths[o.path]
-            if o.kind == "get":
-                outcomes.append((k, ("ok", node)))
-            elif o.kind == "put":
-                version = 0 if node is None else node[1] + 1
-                self.tree[o.path] = (k + 1, version)
-                notes.append(("Created" if node is None else "Modified", path))
-                if node is None:
-                    notes.extend(("ChildrenChanged", parent) for parent in m.parents[o.path])
-                outcomes.append((k, ("ok", version)))
-            elif node is None:
-                outcomes.append((k, ("err", NOT_FOUND_ERROR)))
-            else:
-                self.tree[o.path] = None
-                notes.append(("Deleted", path))
-                notes.extend(("ChildrenChanged", parent) for parent in m.parents[o.path])
-                outcomes.append((k, ("ok", None)))
+            outcome, caused = self.apply(k)
+            outcomes.append((k, outcome))
+            notes.extend(caused)
         if not self.rejects(m.event):
             for kind, path in notes:
                 self.submit(m.event, ("notify", kind, path))
@@ -505,7 +544,11 @@ class MetadataModel:
         self.n_workers = n_workers
         self.max_ops, self.max_operations = _int(cfg, "max_ops"), _int(cfg, "max_operations")
         self.period = _int(cfg, "max_delay_ms")
-        self.batching = _bool(cfg, "batching")
+        backend = _str(cfg, "backend")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}")
+        self.memory = backend == "memory"
+        self.batching = _bool(cfg, "batching") and not self.memory  # the memory store never batches (§4.2)
         self.offer_close = _bool(cfg, "close")
         self.ops_offered = _strs(cfg, "ops")
         if n_workers < 1 or n_clients < 1 or self.max_operations < 1 or self.max_ops < 0:
@@ -514,7 +557,7 @@ class MetadataModel:
             raise ValueError("max_delay_ms must be >= 0, and > 0 with batching")
         if not set(self.ops_offered) <= set(CLIENT_OPS):
             raise ValueError(f"ops must be among {CLIENT_OPS}")
-        self.parents = tuple(tuple(_parents(p)) for p in self.paths)
+        self.parents = tuple(tuple(_ancestors(p, every=self.memory)) for p in self.paths)
 
         names: list[str] = []
         if self.pip453:
@@ -529,8 +572,9 @@ class MetadataModel:
             names.append(self.name)
             self.event = self.flusher = 0
             self.workers = ()
-        self.backend = len(names)
-        names.append(f"{self.name}-backend")
+        self.backend = -1 if self.memory else len(names)  # the memory store has no backend thread
+        if not self.memory:
+            names.append(f"{self.name}-backend")
         self.clients = tuple(range(len(names), len(names) + n_clients))
         names.extend(f"client-{c}" for c in range(n_clients))
         self.thread_names = tuple(names)
@@ -883,10 +927,18 @@ class MetadataModel:
         return True
 
 
-def _parents(path: str) -> list[str]:
-    """ChildrenChanged targets of a zk create/delete: the parent only, none for a top-level path."""
+def _ancestors(path: str, every: bool) -> list[str]:
+    """ChildrenChanged targets of a create/delete, nearest first: zk notifies the parent only, the memory
+    store every proper ancestor (§4.2); `parent(p)` is `p[:p.rfind("/")]`, none once `rfind <= 0`."""
+    out: list[str] = []
     i = path.rfind("/")
-    return [path[:i]] if i > 0 else []
+    while i > 0:
+        path = path[:i]
+        out.append(path)
+        if not every:
+            break
+        i = path.rfind("/")
+    return out
 
 
 def _str(cfg: Mapping[str, Param], key: str) -> str:

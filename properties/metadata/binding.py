@@ -1,9 +1,9 @@
 """Bind the metadata-store model (`models.metadata`) to its reference (`reference_impl.metadata`).
 
-`MetadataReference` drives one `World` with one zk store and one cache through the model's
-actions: a client action submits the call to that client's thread and runs the segment at once,
-`run(thread)` and `advance` are the world's own choices, `close` is called by the harness between
-steps (it never blocks). `vars` projects the reference onto exactly the model's variables, and
+`MetadataReference` drives one `World` with one store (zk or memory backend, as configured) and one
+cache through the model's actions: a client action submits the call to that client's thread and runs
+the segment at once, `run(thread)` and `advance` are the world's own choices, `close` is called by
+the harness between steps (it never blocks). `vars` projects the reference onto exactly the model's variables, and
 `violations` checks the model's invariants (MD-I1..I5, MD-I7) on the reference's logs (serde,
 notifications, flushes, op futures, wait-for graph), so a reference bug is caught even where the
 model agrees with it.
@@ -44,6 +44,7 @@ from models.metadata import (
     CURRENT,
     EXPLORE_CONFIGS,
     HYPOTHESIS_CONFIG,
+    HYPOTHESIS_MEMORY_CONFIG,
     MetadataModel,
     choose_thread_index,
     client_label,
@@ -57,6 +58,7 @@ from reference_impl.metadata import (
     Costs,
     GetResult,
     JsonSerde,
+    MemoryBackend,
     MetadataStore,
     RecordingSerde,
     SimFuture,
@@ -101,7 +103,7 @@ class MetadataReference:
         m = self.model
         self.world = world = World(seed=0)
         self._finalizer = weakref.finalize(self, world.dispose)
-        backend = ZkBackend(world)
+        backend = MemoryBackend(world) if m.memory else ZkBackend(world)
         for p, node in zip(m.paths, m.initial_tree, strict=True):
             if node is not None:
                 backend.tree.data[p] = (str(node[0]).encode(), node[1])
@@ -411,7 +413,7 @@ MECHANISM = Mechanism(
     current=CURRENT,
     twins={"legacy": "MD-I5", "blocking_callback": "MD-I5"},
     explore_configs=EXPLORE_CONFIGS,
-    hypothesis_configs={"default": HYPOTHESIS_CONFIG},
+    hypothesis_configs={"default": HYPOTHESIS_CONFIG, "memory": HYPOTHESIS_MEMORY_CONFIG},
     proofs=proofs,
     bench=bench,
     interesting=metadata_coverage.INTERESTING,

@@ -1,11 +1,17 @@
-"""The metadata store's interesting states (flushes, blocked threads, batching, caching, closing), and the
-action its current variant leaves out on purpose."""
+"""The metadata store's interesting states (flushes, blocked threads, batching, caching, closing, and the
+memory backend's own races), and the action its current variant leaves out on purpose.
+
+The memory marks are states the zk backend cannot reach (tests/metadata/test_metadata_memory.py checks
+that its explore configurations never do): there a write's notification is posted ahead of its
+completion on the same FIFO event thread, an event-thread refresh's read is completed by that same
+(suspended) thread, and only the parent of a created or deleted node hears ChildrenChanged.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from models.core import Param
+from models.core import Json, Param
 from properties.engines.coverage import as_list, records
 from properties.engines.mechanism import Interesting, Vars
 
@@ -27,12 +33,71 @@ def _cached(_: Mapping[str, Param], v: Vars) -> bool:
     return bool(v["cache"])
 
 
+def _queued(v: Vars) -> list[str]:
+    """Every queued task label, on every thread."""
+    return [str(label) for t in records(v["threads"]) for label in as_list(t.get("queue"))]
+
+
+def _path_of(label: str) -> str:
+    """The path of a label such as `put(/a)` or `notify:Modified(/a)`."""
+    return label[label.index("(") + 1 : -1]
+
+
+def _write_completed_before_notified(_: Mapping[str, Param], v: Vars) -> bool:
+    """The last write of some path is done (not failed) while its notification still waits in a queue."""
+    last: dict[str, Json] = {}
+    for op in as_list(v["ops"]):
+        label, outcome = as_list(op)
+        if str(label).startswith(("put(", "delete(")):
+            last[_path_of(str(label))] = outcome
+    done = {p for p, outcome in last.items() if isinstance(outcome, int) or outcome == "deleted"}
+    return any(
+        label.startswith(("notify:Created(", "notify:Modified(", "notify:Deleted(")) and _path_of(label) in done
+        for label in _queued(v)
+    )
+
+
+def _refresh_ahead_of_entry(config: Mapping[str, Param], v: Vars) -> bool:
+    """The event thread is between a refresh's steps of p, a read of p issued after p's last write is already
+    answered, and the entry clients get for p is not that answer (older, or still decoding)."""
+    store = str(config.get("store", "N"))
+    threads = v["threads"]
+    event = (threads.get(f"{store}-event") or threads.get(store)) if isinstance(threads, dict) else None
+    at = str(event.get("at", "")) if isinstance(event, dict) else ""
+    if not at.startswith("refresh("):
+        return False
+    path = _path_of(at)
+    answer: Json | None = None
+    for label, outcome in map(as_list, as_list(v["ops"])):
+        if label in (f"put({path})", f"delete({path})"):
+            answer = None
+        elif label == f"get({path})":
+            answer = outcome
+    cache = v["cache"]
+    entry = cache.get(path) if isinstance(cache, dict) else None
+    return (isinstance(answer, list) or answer == "absent") and entry != answer
+
+
+def _grandparent_notified(config: Mapping[str, Param], v: Vars) -> bool:
+    """A ChildrenChanged is queued for a path that is no configured path's parent: an ancestor further up."""
+    parents = {p[: p.rfind("/")] for p in as_list(config.get("paths")) if isinstance(p, str) and p.rfind("/") > 0}
+    return any(
+        label.startswith("notify:ChildrenChanged(") and _path_of(label) not in parents for label in _queued(v)
+    )
+
+
 INTERESTING = (
     Interesting("a flush is in progress", _flushing),
     Interesting("a thread blocked", _blocked),
     Interesting("an operation waits in a batch queue", _batched),
     Interesting("a value is cached", _cached),
     Interesting("the store closed", lambda _, v: v["closed"] is True),
+    Interesting("memory: a write completed on its caller before its notification was delivered",
+                _write_completed_before_notified),
+    Interesting("memory: a refresh read the new value on the event thread while clients still get the old entry",
+                _refresh_ahead_of_entry),
+    Interesting("memory: ChildrenChanged queued for a grandparent (every ancestor is notified)",
+                _grandparent_notified),
 )
 
 NOT_OFFERED: Mapping[str, Mapping[str, str]] = {

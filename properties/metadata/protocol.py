@@ -24,6 +24,8 @@ METADATA = Vocabulary(
         "max_operations": "a batch flushes inline once it holds this many operations",
         "max_delay_ms": "P, the periodic flush interval",
         "close": "offer close",
+        "backend": "zk (ops batched, answered on N-backend, completed on N-event) or memory (each op applied "
+                   "and completed on the calling thread, no batching, no N-backend thread)",
     },
     vars={
         "now": "the virtual clock, ms",

@@ -112,7 +112,7 @@ def test_explorer_covers_every_action_and_every_kind_of_wait() -> None:
         covered |= set(result.coverage)
         waits |= {th.wait[0] for s in result.states for th in s.threads if th.wait and model.stuck(s) is False}
     assert covered == set(ACTION_NAMES)
-    assert waits == {"op", "flush"}  # a join on get(q), the flush lock (key locks: see the lockstep test)
+    assert waits == {"op", "flush", "key"}  # a join on get(q), the flush lock, a key lock (memory: two refreshes)
 
 
 @pytest.mark.parametrize("variant", ["legacy", "blocking_callback"])
