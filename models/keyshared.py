@@ -93,7 +93,7 @@ DEFAULT_CONFIG: dict[str, Param] = {
     "actions": tuple(a for a in ACTION_NAMES if a != "complete_read"),
     "interleave": 2,  # interleaved_read runs its ack or flow at point 1..interleave of a pass (§4.6)
     # Two spec gaps where pip379 breaks KS-I4 as written; the defaults are the spec, the gate's
-    # configurations (properties/keyshared.py) turn both off, and the corpus keeps both counterexamples.
+    # configurations (properties/keyshared/binding.py) turn both off, and the corpus keeps both counterexamples.
     # (A) §4.4 lets the harness run anything between begin_read and complete_read. A disconnect while a
     # Replay read is in flight queues the leaver's messages, yet the read still delivers later messages
     # of their hashes: the #12885 retry only compares the first queued position with the one seen when
