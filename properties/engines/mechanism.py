@@ -9,7 +9,7 @@ its folder's modules and the engines that read them share one low module and no 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,15 @@ class Mechanism:
     """The port vocabulary (declared meanings) of each scope, by scope name: `brokerspec protocol`'s source."""
     scope_of: Callable[[Mapping[str, Param]], str] | None = None
     """The scope a model configuration speaks, where the mechanism has several; see `scope`."""
+    findings: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Known findings, by explore configuration: the invariants the current variant breaks there, each with
+    the document that writes it up (a bug the models found upstream, or a configuration that models the
+    code a fix replaced: a twin at that configuration's scope). The explorer, which explores every state
+    whatever it finds, must still find every one of them (a model change that stops finding one fails the
+    check, as a missed twin does) and judges the current variant there on the other invariants."""
+    model_only: Mapping[str, str] = field(default_factory=dict)
+    """Scopes the reference implementation does not reach, with the reason (e.g. a model finer-grained than
+    the reference's steps): no conformance there, and Hypothesis runs and traces use the model alone."""
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -96,3 +105,9 @@ class Mechanism:
     def scope(self, config: Mapping[str, Param]) -> str:
         """The vocabulary scope of `config` (a model's configuration): the mechanism's name unless it has scopes."""
         return self.name if self.scope_of is None else self.scope_of(config)
+
+    def for_config(self, config: Mapping[str, Param]) -> Mechanism:
+        """The mechanism as the engines see it for `config`: without a reference where its scope is model-only."""
+        if self.make_reference is None or self.scope(config) not in self.model_only:
+            return self
+        return replace(self, make_reference=None)

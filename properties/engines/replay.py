@@ -145,7 +145,7 @@ def replay(
     model = model_for(mechanism, trace, source, variant)
     implementation: Implementation | None = None
     if against == "reference":
-        make = mechanism.make_reference
+        make = mechanism.for_config(trace.config).make_reference
         if make is None:
             raise TraceError(f"{source}: {trace.mechanism} has no reference implementation to replay against")
         implementation = make(trace.config, variant or trace.variant)
@@ -194,7 +194,7 @@ def reproduction_problems(mechanism: Mechanism, trace: Trace, path: Path, curren
     expected_step = trace.failure.get("step")
     names = trace.failure.get("names")
     expected_names = sorted(str(n) for n in names) if isinstance(names, list) else []
-    sides = ["model"] + (["reference"] if mechanism.make_reference is not None else [])
+    sides = ["model"] + (["reference"] if mechanism.for_config(trace.config).make_reference is not None else [])
     for side in sides:
         result = replay(mechanism, trace, str(path), against=side)
         if result.step != expected_step or sorted(result.failures) != expected_names:
