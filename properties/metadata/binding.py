@@ -3,10 +3,10 @@
 `MetadataReference` drives one `World` with one store (zk or memory backend, as configured) and one
 cache through the model's actions: a client action submits the call to that client's thread and runs
 the segment at once, `run(thread)` and `advance` are the world's own choices, `close` is called by
-the harness between steps (it never blocks). `vars` projects the reference onto exactly the model's variables, and
-`violations` checks the model's invariants (MD-I1..I5, MD-I7) on the reference's logs (serde,
-notifications, flushes, op futures, wait-for graph), so a reference bug is caught even where the
-model agrees with it.
+the harness between steps (it never blocks). `vars` projects the reference onto exactly the model's
+variables, and `violations` checks the model's invariants (MD-I1..I5, MD-I7) on the reference's logs
+(serde, notifications, flushes), on the harness's ledger and on the threads' states, so a reference
+bug is caught even where the model agrees with it.
 
 **Rule for `violations`: the expected answer never comes from the code under test.** Where a check
 needs to know where work belongs, it computes it from the spec: MD-I1's worker is
@@ -15,9 +15,15 @@ needs to know where work belongs, it computes it from the spec: MD-I1's worker i
 (never `store.event_executor`), and MD-I7 decodes the tree's bytes itself. MD-I1 and MD-I2 are also
 judged on the queues: a serde or notification task queued on the wrong thread is reported when it
 is submitted, since the model, which queues it right, never runs the wrong thread to execute it.
-The logs are the World's instrumentation of what ran where (each record is written by the simulated
-thread that did the work); the wait-for graph and `quiescent()` are the scheduler's, which the
-harness drives and whose own behaviour is tested separately.
+MD-I4 and MD-I5 are judged on the **ledger**, the harness's own record of the future each client call
+got back, so a store that loses an op and its own record of it (no op, no registration) is still
+caught; the World's registry of op futures only adds the ops the store makes on its own behalf
+(cache reads, refreshes, a callback's get), which no harness record can list. MD-I5's wait-for graph
+is `wait_for`: a blocked thread's edge goes where the spec says its op is completed, not to the
+`completer` the store wrote on the future. The logs are the World's instrumentation of what ran where
+(each record is written by the simulated thread that did the work); which thread is blocked on what,
+`can_progress()` and `quiescent()` are the scheduler's, which the harness drives and whose own
+behaviour is tested separately.
 
 `bench` measures the cost properties (MD-I6, MD-P1) the zero-cost model leaves out, on the spec's loads.
 
@@ -120,6 +126,8 @@ class MetadataReference:
         self.serde: RecordingSerde[Any] = RecordingSerde(JsonSerde())
         self.cache = self.store.metadata_cache(self.serde)
         self.clients = [world.thread(f"client-{c}") for c in range(len(m.clients))]
+        self.ledger: list[SimFuture[Any]] = []
+        """The harness's own record: the future each client call got back, in call order (MD-I4, MD-I5)."""
         self.cycle: list[list[str]] = []
         self.disagreement = ""
 
@@ -150,15 +158,16 @@ class MetadataReference:
         return None
 
     def _call(self, action: Action) -> Callable[[], object]:
-        """The client call; it closes over the store and cache, never over the adapter."""
-        store, cache = self.store, self.cache
+        """The client call, which files the future it gets back in the ledger; it closes over the store, the
+        cache and the ledger, never over the adapter."""
+        store, cache, ledger = self.store, self.cache, self.ledger
         p = str(action["p"])
         q = str(action.get("q", p))
 
         def blocking(_: object) -> object:
             return join(store.get(q))
 
-        calls: dict[str, Callable[[], object]] = {
+        calls: dict[str, Callable[[], SimFuture[Any] | None]] = {
             "get": lambda: store.get(p),
             "put": lambda: store.put(p, str(len(store.ops) + 1).encode()),
             "delete": lambda: store.delete(p),
@@ -167,7 +176,14 @@ class MetadataReference:
             "callback": lambda: cache.get(p).then_apply(blocking),
             "store_callback": lambda: store.get(p).then_apply(blocking),
         }
-        return calls[action.name]
+        call = calls[action.name]
+
+        def filed() -> None:
+            got = call()
+            if got is not None:
+                ledger.append(got)
+
+        return filed
 
     def vars(self) -> dict[str, Json]:
         w, store = self.world, self.store
@@ -200,22 +216,41 @@ class MetadataReference:
         }
 
     def violations(self) -> list[str]:
-        w, store = self.world, self.store
+        w, store, m = self.world, self.store, self.model
         out = [DIVERGENCE] if self.disagreement else []
-        if self.model.pip453 and not (_md_i1(self.model, self.serde) and _serde_queued_right(self.model, w)):
+        if m.pip453 and not (_md_i1(m, self.serde) and _serde_queued_right(m, w)):
             out.append("MD-I1")
-        if not (_md_i2(w, self.model) and _notifications_queued_right(self.model, w)):
+        if not (_md_i2(w, m) and _notifications_queued_right(m, w)):
             out.append("MD-I2")
         if not _md_i3(w):
             out.append("MD-I3")
         quiescent = w.quiescent()
-        if any(f.attempts > 1 for f in w.op_futures) or (quiescent and not all(f.done() for f in w.op_futures)):
+        futures = [*self.ledger, *w.op_futures]
+        if any(f.attempts > 1 for f in futures) or (quiescent and not all(f.done() for f in futures)):
             out.append("MD-I4")
-        if self.cycle or w.stuck():
+        blocked = any(t.blocked_on is not None for t in w.thread_states())
+        if cycle_edges(wait_for(m, w)) or (not w.can_progress() and (blocked or not all(f.done() for f in futures))):
             out.append("MD-I5")
         if quiescent and not store.closed and not _md_i7(store, self.cache):
             out.append("MD-I7")
         return out
+
+
+def wait_for(model: MetadataModel, world: World) -> nx.DiGraph:
+    """The wait-for graph by the spec's rules, not by the futures' own `completer`: a thread blocked on a lock
+    waits for its holder (the scheduler's record); one blocked on an op future (a callback's join) waits
+    for the thread the spec completes ops on, `<N>-event` (legacy `<N>`) on zk, and on the memory backend
+    for itself, since a memory op is completed by its caller before the call returns."""
+    locks = {model.flush_lock_name, *model.key_lock_names}
+    g = nx.DiGraph()
+    for t in world.thread_states():
+        if t.blocked_on is None:
+            continue
+        op_completer = t.name if model.memory else event_thread(model)
+        target = t.waiting_for if t.blocked_on in locks else op_completer
+        if target is not None:
+            g.add_edge(t.name, target, label=t.blocked_on)
+    return g
 
 
 def _outcome(f: SimFuture[Any]) -> Json:

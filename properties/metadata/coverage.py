@@ -9,6 +9,7 @@ completion on the same FIFO event thread, an event-thread refresh's read is comp
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 
 from models.core import Json, Param
@@ -78,12 +79,21 @@ def _refresh_ahead_of_entry(config: Mapping[str, Param], v: Vars) -> bool:
     return (isinstance(answer, list) or answer == "absent") and entry != answer
 
 
-def _grandparent_notified(config: Mapping[str, Param], v: Vars) -> bool:
-    """A ChildrenChanged is queued for a path that is no configured path's parent: an ancestor further up."""
-    parents = {p[: p.rfind("/")] for p in as_list(config.get("paths")) if isinstance(p, str) and p.rfind("/") > 0}
-    return any(
-        label.startswith("notify:ChildrenChanged(") and _path_of(label) not in parents for label in _queued(v)
-    )
+def _grandparent_notified(_: Mapping[str, Param], v: Vars) -> bool:
+    """Queued right after a Created or Deleted of p, among the ChildrenChanged it caused, one for an ancestor
+    of p above its parent."""
+    for t in records(v["threads"]):
+        queue = [str(label) for label in as_list(t.get("queue"))]
+        for i, label in enumerate(queue):
+            if not label.startswith(("notify:Created(", "notify:Deleted(")):
+                continue
+            path = _path_of(label)
+            parent = path[: path.rfind("/")]
+            for caused in itertools.takewhile(lambda x: x.startswith("notify:ChildrenChanged("), queue[i + 1 :]):
+                ancestor = _path_of(caused)
+                if ancestor != parent and path.startswith(ancestor + "/"):
+                    return True
+    return False
 
 
 INTERESTING = (

@@ -21,7 +21,7 @@ How a harness reads the state (between steps, nothing is running):
   thread-creation order, then at most one advance);
 * ``world.thread_states()``: per thread its queue (task labels), the suspended task and what it is
   blocked on, ``busy_until``, shutdown flag, enabled flag;
-* ``world.wait_for_graph()``, ``world.deadlock()``, ``world.stuck()``, ``world.quiescent()``;
+* ``world.wait_for_graph()``, ``world.deadlock()``, ``world.stuck()``, ``world.can_progress()``, ``world.quiescent()``;
 * ``world.op_futures`` (every store op future, for exactly-once checks via ``SimFuture.attempts``),
   ``world.flush_log``, ``world.notification_log`` (filled by the store), ``world.uncaught`` (exceptions
   that escaped a task, which Java would log; a correct run leaves it empty).
@@ -885,21 +885,24 @@ class World:
         return all(tm.period is not None and tm.is_idle() for tm in self._timers)
 
     def stuck(self) -> bool:
-        """No progress is possible, yet some thread is blocked or some op future is pending.
+        """No progress is possible (:meth:`can_progress`), yet some thread is blocked or some op future is
+        pending."""
+        if self.can_progress():
+            return False
+        return any(t.blocked for t in self.threads) or any(not f.done() for f in self.op_futures)
 
-        "No progress": no thread has runnable work (busy threads count as runnable, since an advance
-        frees them), and no pending timer could create any: one-shot timers and non-idle periodic
-        timers count only if their thread is not blocked, because a run queued behind a blocked task
-        can never start. (The spec lists the timer conditions without that refinement; without it the
-        legacy variant of the blocking-callback deadlock, whose periodic flush sits behind the blocked
-        task, would never be reported as stuck.)
+    def can_progress(self) -> bool:
+        """Whether some thread has runnable work (busy threads count, since an advance frees them), or a
+        pending timer could create some: one-shot timers and non-idle periodic timers count only if their
+        thread is not blocked, because a run queued behind a blocked task can never start. (The spec lists
+        the timer conditions without that refinement; without it the legacy variant of the blocking-callback
+        deadlock, whose periodic flush sits behind the blocked task, would never be reported as stuck.)
         """
         if any(t.has_work for t in self.threads):
-            return False
-        for tm in self._timers:
-            if not tm.thread.blocked and not (tm.period is not None and tm.is_idle()):
-                return False
-        return any(t.blocked for t in self.threads) or any(not f.done() for f in self.op_futures)
+            return True
+        return any(
+            not tm.thread.blocked and not (tm.period is not None and tm.is_idle()) for tm in self._timers
+        )
 
     # -- teardown -----------------------------------------------------------------------------------
     def dispose(self) -> None:
