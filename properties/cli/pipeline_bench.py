@@ -18,17 +18,18 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
-import pandas as pd
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from properties import registry
 from properties.cli.bench import Section, write_markdown
-from properties.pipeline.check import replay_all, replay_partition, session, sql_checks
+from properties.pipeline import keyshared_check, replay
+from properties.pipeline.check import replay_all, session, sql_checks
 from properties.pipeline.ingest import checkable, prepare, read_log
-from properties.pipeline.keyshared_check import python_replay, python_sql_checks, read_table
 from properties.pipeline.keyshared_log import Record, full_verdict, partition
 from properties.pipeline.schema import columns, spec
 from properties.pipeline.simulate import simulate
@@ -53,53 +54,54 @@ RUNS = {
 
 def _keyshared_python(path: Path) -> tuple[set[int], dict[str, float]]:
     started = time.perf_counter()
-    table = read_table(path)
+    table = keyshared_check.read_table(path)
     ingest = time.perf_counter()
-    bad = {k for k, _, _ in python_sql_checks(table)}
+    bad = {k for k, _, _ in keyshared_check.python_sql_checks(table)}
     sql = time.perf_counter()
-    bad |= set(python_replay(table))
+    bad |= set(keyshared_check.python_replay(table))
     return bad, {"ingest": ingest - started, "sql": sql - ingest, "replay": time.perf_counter() - sql}
+
+
+def _python_sql(mechanism: str, table: pa.Table) -> set[int]:
+    """LOG-SEQ and (delayed) DD-I1 in this process, one sweep per partition: the violating keys."""
+    key = spec(mechanism).key
+    ordered = table.sort_by([(key, "ascending"), ("seq", "ascending")])
+    keys = np.asarray(ordered.column(key))
+    seq, action, params, observation, vars_ = (ordered.column(c).to_pylist()
+                                               for c in ("seq", "action", "params", "observation", "vars"))
+    tick = int(cast(int, registry.get("delayed").hypothesis_configs[spec("delayed").config_name]["tick"]))
+    bad: set[int] = set()
+    for lo, hi in replay.runs(keys):
+        k = int(keys[lo])
+        if seq[lo:hi] != list(range(hi - lo)):
+            bad.add(k)
+        if mechanism != "delayed":
+            continue
+        due: dict[tuple[int, int], int] = {}
+        for i in range(lo, hi):
+            if action[i] == "add":
+                p = json.loads(params[i])
+                due[int(p["ledger"]), int(p["entry"])] = int(p["deliver_at"])
+            seen = observation[i]
+            if seen is not None and '"offered"' in seen:
+                now = int(json.loads(vars_[i])["now"])
+                for ledger, entry in json.loads(seen)["offered"]:
+                    if now < due.get((ledger, entry), now) - tick:
+                        bad.add(k)
+    return bad
 
 
 def python_checks(mechanism: str, path: Path) -> tuple[set[int], dict[str, float]]:
     """The pipeline's checks in one plain Python process: violating keys and seconds per phase."""
     if mechanism == "keyshared":
         return _keyshared_python(path)
-    key = spec(mechanism).key
     started = time.perf_counter()
-    partitions: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # the quarantine's count is the Spark job's; the baseline only needs the valid records
-        if isinstance(record, dict) and all(record.get(c) is not None for c in columns(mechanism)
-                                            if c != "observation"):
-            partitions[int(record[key])].append(record)
+    table = replay.read_log_table(mechanism, path)
     ingest = time.perf_counter()
-    bad: set[int] = set()
-    tick = int(cast(int, registry.get("delayed").hypothesis_configs[spec("delayed").config_name]["tick"]))
-    for k, records in partitions.items():
-        records.sort(key=lambda r: int(r["seq"]))
-        if [int(r["seq"]) for r in records] != list(range(len(records))):
-            bad.add(k)
-        if mechanism == "delayed":
-            due: dict[tuple[int, int], int] = {}
-            for r in records:
-                if r["action"] == "add":
-                    p = json.loads(r["params"])
-                    due[int(p["ledger"]), int(p["entry"])] = int(p["deliver_at"])
-                if r["observation"] is not None:
-                    now = int(json.loads(r["vars"])["now"])
-                    for ledger, entry in json.loads(r["observation"]).get("offered", []):
-                        if now < due.get((ledger, entry), now) - tick:
-                            bad.add(k)
+    bad = _python_sql(mechanism, table)
     sql = time.perf_counter()
-    for k, records in partitions.items():
-        if replay_partition(mechanism, pd.DataFrame(records)).step is not None:
-            bad.add(k)
-    done = time.perf_counter()
-    return bad, {"ingest": ingest - started, "sql": sql - ingest, "replay": done - sql}
+    bad |= set(replay.python_replay(mechanism, table))
+    return bad, {"ingest": ingest - started, "sql": sql - ingest, "replay": time.perf_counter() - sql}
 
 
 def _full_model_rate(path: Path, sample: int) -> tuple[float, int]:

@@ -3,9 +3,10 @@
 Every record either reaches the checks or lands in the quarantine with a reason (nothing is dropped
 silently). Checks that relate a record to its neighbours in the same partition are SQL window
 queries; the rest replay each partition through the current model in lockstep with the logged
-observations and states (`groupBy(key).applyInPandas`, whole partitions per Arrow batch). A
-partition that diverges is then replayed on each known-bad variant: the one that reproduces the
-log names the bug, and its run is saved as a trace `brokerspec replay` reproduces. Key_Shared's
+observations and states (`replay`: `mapInArrow` over Arrow batches of whole partitions, through the
+model's compiled transition, the full model for a partition that fails). A partition that diverges
+is replayed on each known-bad variant: the one that reproduces the log names the bug, and its run
+is saved as a trace `brokerspec replay` reproduces. Key_Shared's
 broker event log has its own quarantine rules, SQL checks and `mapInArrow` replay
 (`keyshared_check`); the flow around them is this module's.
 """
@@ -13,7 +14,6 @@ broker event log has its own quarantine rules, SQL checks and `mapInArrow` repla
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import shutil
@@ -21,21 +21,17 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import pandas as pd
 from pyspark.accumulators import Accumulator
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from models.core import Action, ActionNotEnabled, Json, Model, Observation, Param
 from properties import registry
-from properties.engines.lockstep import DIVERGENCE, Lockstep
 from properties.engines.replay import record
-from properties.pipeline import keyshared_check
+from properties.pipeline import keyshared_check, replay
 from properties.pipeline.ingest import (
     UnusableInput,
     checkable,
@@ -46,12 +42,9 @@ from properties.pipeline.ingest import (
     tally,
 )
 from properties.pipeline.schema import spec
-from properties.pipeline.simulate import model as build_model
 from traces.format import save
 
 Progress = Callable[[str], None]
-
-REPLAY_SCHEMA = "key long, events long, step long, failures string, detail string, explained_by string"
 
 
 class SparkUnavailable(Exception):
@@ -84,117 +77,14 @@ def session(master: str = "local[*]", shuffle_partitions: int = 8) -> SparkSessi
     return spark
 
 
-@functools.cache
-def model(mechanism: str, variant: str) -> Model[Any]:
-    """Models are pure, so one per (mechanism, variant) serves every partition a worker replays."""
-    return build_model(mechanism, variant)
-
-
-def _param(value: Any) -> Param:
-    return tuple(_param(v) for v in value) if isinstance(value, list) else cast(Param, value)
-
-
-def action_of(name: str, params: str) -> Action:
-    """The logged action, with arrays back as tuples so it equals what the model enumerates."""
-    return Action(name, tuple(sorted((k, _param(v)) for k, v in json.loads(params).items())))
-
-
-class LoggedImplementation:
-    """The log seen as an implementation: each `apply` returns the next logged observation and state."""
-
-    def __init__(self, initial: dict[str, Json], events: list[tuple[str | None, str]]) -> None:
-        self._vars = initial
-        self._events = iter(events)
-
-    def apply(self, action: Action) -> Observation:
-        observation, state = next(self._events)
-        self._vars = json.loads(state)
-        return None if observation is None else cast(dict[str, Json], json.loads(observation))
-
-    def vars(self) -> dict[str, Json]:
-        return self._vars
-
-    def violations(self) -> list[str]:
-        return []
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """How a partition replayed: the first failing step (None if none) and the variant explaining it."""
-
-    step: int | None
-    failures: tuple[str, ...]
-    detail: str
-    explained_by: str | None = None
-
-
-def _run(model_: Model[Any], actions: list[Action], events: list[tuple[str | None, str]]) -> Verdict:
-    lockstep = Lockstep(model_, LoggedImplementation(model_.vars(model_.initial()), events))
-    for index, action in enumerate(actions, start=1):
-        try:
-            outcome = lockstep.apply(action)
-        except ActionNotEnabled as exc:
-            return Verdict(index, (DIVERGENCE,), f"not enabled in the model: {exc.reason}")
-        except Exception as exc:  # well-typed parameters the model cannot take (a missing or odd one)
-            return Verdict(index, (DIVERGENCE,), f"not replayable through the model: {exc!r}")
-        if outcome.failures:
-            return Verdict(index, outcome.failures, outcome.detail)
-    return Verdict(None, (), "")
-
-
-def _partition(frame: pd.DataFrame) -> tuple[list[Action], list[tuple[str | None, str]]]:
-    """A partition's actions and logged (observation, vars), in sequence order."""
-    ordered = frame.sort_values("seq")
-    actions = [action_of(a, p) for a, p in zip(ordered["action"], ordered["params"], strict=True)]
-    events = [(None if pd.isna(o) else str(o), str(v))
-              for o, v in zip(ordered["observation"], ordered["vars"], strict=True)]
-    return actions, events
-
-
-def replay_partition(mechanism: str, frame: pd.DataFrame) -> Verdict:
-    """Replay one partition on the current model; on a failure, find the known-bad variant that explains it.
-
-    A variant explains the log when its model follows the log without diverging until one of its
-    own invariants breaks.
-    """
-    actions, events = _partition(frame)
-    mechanism_ = registry.get(mechanism)
-    verdict = _run(model(mechanism, mechanism_.current), actions, events)
-    if verdict.step is None:
-        return verdict
-    for twin in mechanism_.twins:
-        explained = _run(model(mechanism, twin), actions, events)
-        if explained.step is not None and DIVERGENCE not in explained.failures:
-            return Verdict(verdict.step, verdict.failures, verdict.detail, twin)
-    return verdict
-
-
 def replay_all(mechanism: str, valid: DataFrame, conformance: bool = False,
                replayed: Accumulator[int] | None = None) -> DataFrame:
-    """One verdict row per partition; each partition reaches Python whole, as one Arrow batch.
-
-    Key_Shared streams Arrow batches instead (`keyshared_check.replay_all`), so `valid` must be
-    partitioned by the key and sorted by seq within, as `prepare` leaves it. `replayed` counts the
-    records replayed, for the progress line.
-    """
+    """One verdict row per partition, from `mapInArrow` tasks over `valid` (partitioned by the key and
+    sorted by seq within, as `prepare` leaves it); `conformance` is Key_Shared's (the other mechanisms
+    always replay the whole model). `replayed` counts the records replayed, for the progress line."""
     if mechanism == "keyshared":
         return keyshared_check.replay_all(valid, conformance, replayed)
-    key = spec(mechanism).key
-
-    def per_partition(frame: pd.DataFrame) -> pd.DataFrame:
-        verdict = replay_partition(mechanism, frame)
-        if replayed is not None:
-            replayed.add(len(frame))
-        return pd.DataFrame({
-            "key": [int(frame[key].iloc[0])],
-            "events": [len(frame)],
-            "step": [verdict.step],
-            "failures": [",".join(verdict.failures)],
-            "detail": [verdict.detail],
-            "explained_by": [verdict.explained_by],
-        })
-
-    return valid.groupBy(key).applyInPandas(per_partition, schema=REPLAY_SCHEMA)
+    return replay.replay_all(mechanism, valid, replayed)
 
 
 def sql_checks(mechanism: str, valid: DataFrame) -> DataFrame:
@@ -206,9 +96,8 @@ def sql_checks(mechanism: str, valid: DataFrame) -> DataFrame:
     in `keyshared_check.sql_checks`.
     """
     key = spec(mechanism).key
-    by_seq = Window.partitionBy(key).orderBy("seq")
-    previous = F.lag("seq").over(by_seq)
-    gaps = valid.select(
+    previous = F.col("previous")
+    gaps = valid.select(key, "seq", F.lag("seq").over(Window.partitionBy(key).orderBy("seq")).alias("previous")).select(
         key, "seq",
         F.when(previous.isNull() & (F.col("seq") != 0), F.lit("first record is not seq 0"))
         .when(previous.isNotNull() & (F.col("seq") != previous + 1), F.format_string("seq follows %d", previous))
@@ -222,28 +111,27 @@ def sql_checks(mechanism: str, valid: DataFrame) -> DataFrame:
 
 
 def _early_offers(valid: DataFrame, key: str) -> DataFrame:
-    """DD-I1's offers against adds; values are read with `try_` functions, so a record whose JSON holds
-    something else there is left to the replay (which reports it) rather than failing the Spark job."""
+    """DD-I1's offers against adds, from the columns ingest extracted: each add and each offered position is
+    a mark on its (tracker, ledger, entry), and one window per position in seq order carries the
+    deliver_at of the latest add to every later offer. The position's marks share the tracker, so the
+    window needs no shuffle, only a sort within each Spark partition. A value of another type was read as
+    null, so a record whose JSON holds something else there is left to the replay (which reports it)."""
     tick = int(cast(int, registry.get("delayed").hypothesis_configs[spec("delayed").config_name]["tick"]))
-    adds = valid.where(F.col("action") == "add").select(
-        key, F.col("seq").alias("add_seq"),
-        F.get_json_object("params", "$.ledger").try_cast("long").alias("ledger"),
-        F.get_json_object("params", "$.entry").try_cast("long").alias("entry"),
-        F.get_json_object("params", "$.deliver_at").try_cast("long").alias("deliver_at"),
-    )
-    offered = valid.where(F.col("observation").isNotNull()).select(
-        key, "seq",
-        F.get_json_object("vars", "$.now").try_cast("long").alias("now"),
-        F.explode(F.from_json("observation", "struct<offered: array<array<long>>>")["offered"]).alias("pos"),
-    ).select(key, "seq", "now", F.try_element_at("pos", F.lit(1)).alias("ledger"),
-             F.try_element_at("pos", F.lit(2)).alias("entry"))
-    joined = offered.join(adds, [key, "ledger", "entry"]).where(F.col("add_seq") < F.col("seq"))
-    latest = Window.partitionBy(key, "seq", "ledger", "entry").orderBy(F.col("add_seq").desc())
+    none = F.lit(None).cast("long")
+    added = F.array(F.struct(F.col("add_ledger").alias("ledger"), F.col("add_entry").alias("entry"),
+                             F.col("add_deliver_at").alias("due"), none.alias("now")))
+    offers = F.transform(F.col("offered"), lambda p: F.struct(
+        F.try_element_at(p, F.lit(1)).alias("ledger"), F.try_element_at(p, F.lit(2)).alias("entry"),
+        none.alias("due"), F.col("now").alias("now")))
+    marks = valid.where((F.col("action") == "add") | F.col("offered").isNotNull()).select(
+        key, "seq", F.inline(F.when(F.col("action") == "add", added).otherwise(offers)),
+    ).where(F.col("ledger").isNotNull() & F.col("entry").isNotNull())
+    earlier = Window.partitionBy(key, "ledger", "entry").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
     return (
-        joined.withColumn("rank", F.row_number().over(latest)).where((F.col("rank") == 1)
-                                                                     & (F.col("now") < F.col("deliver_at") - tick))
+        marks.select(key, "seq", "ledger", "entry", "now", F.last("due", ignorenulls=True).over(earlier).alias("due"))
+        .where(F.col("now") < F.col("due") - tick)
         .select(key, "seq", F.format_string("(%d, %d) offered at %d, due at %d", "ledger", "entry", "now",
-                                            "deliver_at").alias("detail"))
+                                            "due").alias("detail"))
         .withColumn("check", F.lit("DD-I1"))
     )
 
@@ -426,23 +314,28 @@ def _save_traces(mechanism: str, valid: DataFrame, failing: list[dict[str, Any]]
     keys = [int(r["key"]) for r in failing]
     if not keys:
         return {}
-    frames = cast(pd.DataFrame, valid.where(F.col(key).isin(keys)).toPandas())
+    rows: dict[int, list[Row]] = {}
+    for found in valid.where(F.col(key).isin(keys)).select(key, "seq", *replay.LOGGED).orderBy(key, "seq").collect():
+        rows.setdefault(int(found[key]), []).append(found)
     mechanism_ = registry.get(mechanism)
     saved: dict[str, str] = {}
     for row in failing:
-        actions, events = _partition(frames[frames[key] == row["key"]])
+        mine = rows[int(row["key"])]
+        records = replay.Records(*([r[name] for r in mine] for name in replay.LOGGED))
+        actions = records.actions()
         if row["explained_by"] is not None:
             variant = str(row["explained_by"])
             reference = mechanism_.make_reference
-            config = model(mechanism, variant).config
-            trace = record(model(mechanism, variant), actions, engine="pipeline", seed=int(row["key"]),
+            config = replay.model(mechanism, variant).config
+            trace = record(replay.model(mechanism, variant), actions, engine="pipeline", seed=int(row["key"]),
                            implementation=reference(config, variant) if reference is not None else None)
             saved[str(row["key"])] = str(save(trace, out / f"{mechanism}-{key}-{row['key']}.json"))
             continue
-        current = model(mechanism, mechanism_.current)
+        current = replay.model(mechanism, mechanism_.current)
         try:
             trace = record(current, actions[: int(row["step"])], engine="pipeline", seed=int(row["key"]),
-                           implementation=LoggedImplementation(current.vars(current.initial()), events))
+                           implementation=replay.LoggedImplementation(current.vars(current.initial()),
+                                                                      records.events()))
             saved[str(row["key"])] = str(save(trace, out / f"{mechanism}-{key}-{row['key']}.json"))
         except Exception:  # no run of the model reaches that step, or the logged values are not its variables
             continue  # the violation and its first divergence still say what the log did

@@ -4,7 +4,8 @@ A JSON-lines log is read as text (so each record keeps its place) and parsed on 
 explicit schema. Spark's parser is lenient where the replay is not (it reads `"action": 7` as the
 string "7" and an object where a string is expected as its JSON text), so every column is also
 checked against the raw line; the JSON-text columns (params, observation, vars) must hold a JSON
-object; the first problem found is the record's `reason`. Parquet carries its types, so only the column types (once,
+object (each is parsed once, and the values the SQL checks read are kept as typed columns); the first
+problem found is the record's `reason`. Parquet carries its types, so only the column types (once,
 from the footer), required values and JSON text are checked. A record repeating an earlier
 (key, seq) is quarantined as a duplicate (the first in file order is checked). Line numbers come
 from Spark's file metadata: rows of one file block are read in order by one task, so a row's line
@@ -21,7 +22,7 @@ from pyspark.sql.types import DataType, LongType, StringType, StructField
 from pyspark.sql.window import Window
 
 from properties.pipeline import keyshared_check
-from properties.pipeline.schema import columns, spec, struct_type
+from properties.pipeline.schema import columns, extracted, spec, struct_type
 
 PLACE = ("file", "block", "row")
 """Where a record was read: file path, start of its file block, and its row id (in order within a block)."""
@@ -53,10 +54,15 @@ def _field_reason(name: str, kind: DataType, nullable: bool) -> Column:
     return reason if nullable else reason.when(value.isNull(), F.lit(f"missing required field {name}"))
 
 
+def _parsed(name: str) -> str:
+    """The column holding the JSON-text column `name` parsed (a variant), while a record is typed."""
+    return f"_parsed_{name}"
+
+
 def _json_text(name: str) -> Column:
     """Why the string column `name` is not a JSON object's text (null when it is, or is null)."""
     text = F.col(name)
-    return F.when(text.isNotNull() & (F.try_parse_json(text).isNull() | ~F.ltrim(text).startswith("{")),
+    return F.when(text.isNotNull() & (F.col(_parsed(name)).isNull() | ~F.ltrim(text).startswith("{")),
                   F.lit(f"field {name} is not the text of a JSON object"))
 
 
@@ -68,6 +74,15 @@ def _reason(mechanism: str, first: Column | None = None) -> Column:
     if mechanism == "keyshared":
         reasons.append(keyshared_check.event_reason())
     return F.coalesce(*reasons) if len(reasons) > 1 else reasons[0]
+
+
+def _typed(mechanism: str, frame: DataFrame, first: Column | None, rest: list[Column]) -> DataFrame:
+    """`frame`'s typed columns, the `extracted` ones, `reason` and `rest`: each JSON-text column is parsed
+    once (a column of its own, so Spark does not repeat the parse) for both its check and the extracts."""
+    log = spec(mechanism)
+    parsed = frame.select("*", *(F.try_parse_json(name).alias(_parsed(name)) for name in log.json_text))
+    extracts = [F.try_variant_get(F.col(_parsed(e.source)), e.path, e.kind).alias(e.name) for e in log.extracted]
+    return parsed.select(*columns(mechanism), *extracts, _reason(mechanism, first).alias("reason"), *rest)
 
 
 def _read_json(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:
@@ -87,8 +102,8 @@ def _read_json(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:
         F.when(broken, F.lit("a value the parser could not read")),
     )
     records = lines.select(*columns(mechanism), *PLACE, "text", problem.alias("problem"))
-    return records.select(*columns(mechanism), _reason(mechanism, F.col("problem")).alias("reason"), *PLACE,
-                          F.when(F.col("problem").isNotNull(), F.col("text")).alias("text"))
+    return _typed(mechanism, records, F.col("problem"),
+                  [*map(F.col, PLACE), F.when(F.col("problem").isNotNull(), F.col("text")).alias("text")])
 
 
 def _read_parquet(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:
@@ -105,15 +120,17 @@ def _read_parquet(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:
     log = spec(mechanism)
     required = [F.when(F.col(n).isNull(), F.lit(f"missing required field {n}"))
                 for n, _, nullable in [(log.key, LongType(), False), *log.fields] if not nullable]
-    frame = spark.read.schema(wanted).parquet(str(path))
-    return frame.select(*columns(mechanism), _reason(mechanism, F.coalesce(*required)).alias("reason"),
-                        F.col("_metadata.file_path").alias("file"), F.lit(0).cast("long").alias("block"),
-                        F.col("_metadata.row_index").alias("row"), F.lit(None).cast(StringType()).alias("text"))
+    frame = spark.read.schema(wanted).parquet(str(path)).select(
+        "*", F.col("_metadata.file_path").alias("file"), F.col("_metadata.row_index").alias("row"))
+    return _typed(mechanism, frame, F.coalesce(*required),
+                  [F.col("file"), F.lit(0).cast("long").alias("block"), F.col("row"),
+                   F.lit(None).cast(StringType()).alias("text")])
 
 
 def read_log(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:
-    """Every record of the log: its typed columns, `reason` (null when checkable), where it was read, and
-    `text` (the line, for a JSON line that is quarantined). `UnusableInput` if it is no log of `mechanism`."""
+    """Every record of the log: its typed columns, the `extracted` ones, `reason` (null when checkable),
+    where it was read, and `text` (the line, for a JSON line that is quarantined). `UnusableInput` if it
+    is no log of `mechanism`."""
     return (_read_parquet if _is_parquet(path) else _read_json)(spark, mechanism, path)
 
 
@@ -123,13 +140,15 @@ def prepare(mechanism: str, raw: DataFrame) -> DataFrame:
     within each Spark partition: what the window checks and the replay read (through `checkable`)."""
     key = spec(mechanism).key
     first = Window.partitionBy(key, "seq").orderBy(*PLACE)
-    return (raw.where(F.col("reason").isNull()).select(*columns(mechanism), *PLACE).repartition(key)
+    return (raw.where(F.col("reason").isNull()).select(*columns(mechanism), *extracted(mechanism), *PLACE)
+            .repartition(key)
             .withColumn("duplicate", F.row_number().over(first) > 1).sortWithinPartitions(key, "seq", *PLACE))
 
 
 def checkable(mechanism: str, prepared: DataFrame) -> DataFrame:
-    """The records the checks read: `prepare`'s without duplicates, in its partitioning and order."""
-    return prepared.where(~F.col("duplicate")).select(*columns(mechanism))
+    """The records the checks read: `prepare`'s without duplicates (their columns and the `extracted`
+    ones), in its partitioning and order."""
+    return prepared.where(~F.col("duplicate")).select(*columns(mechanism), *extracted(mechanism))
 
 
 def duplicate_reason(mechanism: str) -> str:

@@ -3,10 +3,11 @@
 Partitions (one limiter, one tracker, one subscription) never interact, so each can be checked on
 its own: that is what lets Spark spread the check. The model-action logs (topiclist, delayed) keep
 the structured fields whose shape varies by action (params, observation, vars) as JSON text, so one
-explicit `StructType` serves every action; SQL reaches into them with `get_json_object` /
-`from_json`. The Key_Shared log is a broker's event log instead: flat typed columns (no JSON inside
-a record), one record per consumer add/remove, publish, permit grant, read, dispatch, ack and
-redelivery, which SQL and Arrow read without parsing.
+explicit `StructType` serves every action; ingest parses each once and keeps, as typed columns
+next to the text, the few values the SQL checks read (`Extract`), so no check parses JSON. The
+Key_Shared log is a broker's event log instead: flat typed columns (no JSON inside a record), one
+record per consumer add/remove, publish, permit grant, read, dispatch, ack and redelivery, which SQL
+and Arrow read without parsing.
 """
 
 from __future__ import annotations
@@ -38,6 +39,17 @@ KEYSHARED_FIELDS: tuple[Field, ...] = (
 
 
 @dataclass(frozen=True)
+class Extract:
+    """A typed column ingest reads out of a JSON-text column once, for the SQL checks (null when absent)."""
+
+    name: str
+    source: str
+    path: str
+    kind: str
+    """A Spark SQL type (`bigint`, `array<array<bigint>>`); a value of another type reads as null."""
+
+
+@dataclass(frozen=True)
 class LogSpec:
     """How one mechanism is logged: its independence key column, the model configuration and the columns."""
 
@@ -48,11 +60,18 @@ class LogSpec:
     fields: tuple[Field, ...] = ACTION_FIELDS
     json_text: tuple[str, ...] = ("params", "observation", "vars")
     """String columns that hold a JSON object as text (the replay parses them, so ingest checks they parse)."""
+    extracted: tuple[Extract, ...] = ()
 
 
 SPECS: dict[str, LogSpec] = {
     "topiclist": LogSpec("topiclist", "limiter", "flows", "no_exceptional_release"),
-    "delayed": LogSpec("delayed", "tracker", "default", "pr23611"),
+    "delayed": LogSpec("delayed", "tracker", "default", "pr23611", extracted=(
+        Extract("add_ledger", "params", "$.ledger", "bigint"),
+        Extract("add_entry", "params", "$.entry", "bigint"),
+        Extract("add_deliver_at", "params", "$.deliver_at", "bigint"),
+        Extract("now", "vars", "$.now", "bigint"),
+        Extract("offered", "observation", "$.offered", "array<array<bigint>>"),
+    )),
     "keyshared": LogSpec("keyshared", "subscription", "spec", "classic", KEYSHARED_FIELDS, ()),
 }
 
@@ -68,6 +87,11 @@ def columns(mechanism: str) -> tuple[str, ...]:
     """Column order of a record: the key, then the mechanism's fields (seq, action, params, ... or seq, event, ...)."""
     log = spec(mechanism)
     return (log.key, *(name for name, _, _ in log.fields))
+
+
+def extracted(mechanism: str) -> tuple[str, ...]:
+    """The typed columns ingest adds after `columns(mechanism)` for the SQL checks."""
+    return tuple(e.name for e in spec(mechanism).extracted)
 
 
 def struct_type(mechanism: str) -> StructType:

@@ -1,0 +1,259 @@
+"""The model replay of the model-action logs (topiclist, delayed): the full model, and its compiled fast path.
+
+A partition is replayed in lockstep through the current model with the logged observations and
+`vars` as the implementation (`replay_records`, the authority: any divergence from the spec is
+found, and a failing partition is replayed on each known-bad variant to name the bug). That costs
+40 µs (delayed) to 120 µs (topiclist) an event, so the pipeline runs each mechanism's compiled
+transition instead (`delayed_replay`, `topiclist_replay`: the same steps on a mutable state, the
+variables compared as canonical JSON text), which only says where a partition first leaves the
+model; a partition it fails goes through `replay_records` for the verdict. `mapInArrow` hands the
+records to Python as Arrow batches of whole partitions (`whole_partitions`), each batch's columns
+become plain lists once, and nothing is built per row but what the step needs.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+from pyspark.accumulators import Accumulator
+from pyspark.sql import DataFrame
+from pyspark.sql.types import LongType
+
+from models.core import Action, ActionNotEnabled, Json, Model, Observation, Param
+from models.delayed import DelayedModel
+from properties import registry
+from properties.engines.lockstep import DIVERGENCE, Lockstep
+from properties.pipeline.delayed_replay import DelayedReplay
+from properties.pipeline.schema import spec
+from properties.pipeline.simulate import model as build_model
+
+REPLAY_SCHEMA = "key long, events long, step long, failures string, detail string, explained_by string"
+LOGGED = ("action", "params", "observation", "vars")
+"""The columns a replay reads besides the key and seq."""
+
+
+@functools.cache
+def model(mechanism: str, variant: str) -> Model[Any]:
+    """Models are pure, so one per (mechanism, variant) serves every partition a worker replays."""
+    return build_model(mechanism, variant)
+
+
+def _param(value: Any) -> Param:
+    return tuple(_param(v) for v in value) if isinstance(value, list) else cast(Param, value)
+
+
+def action_of(name: str, params: str) -> Action:
+    """The logged action, with arrays back as tuples so it equals what the model enumerates."""
+    return Action(name, tuple(sorted((k, _param(v)) for k, v in json.loads(params).items())))
+
+
+class LoggedImplementation:
+    """The log seen as an implementation: each `apply` returns the next logged observation and state."""
+
+    def __init__(self, initial: dict[str, Json], events: list[tuple[str | None, str]]) -> None:
+        self._vars = initial
+        self._events = iter(events)
+
+    def apply(self, action: Action) -> Observation:
+        observation, state = next(self._events)
+        self._vars = json.loads(state)
+        return None if observation is None else cast(dict[str, Json], json.loads(observation))
+
+    def vars(self) -> dict[str, Json]:
+        return self._vars
+
+    def violations(self) -> list[str]:
+        return []
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a partition replayed: the first failing step (None if none) and the variant explaining it."""
+
+    step: int | None
+    failures: tuple[str, ...]
+    detail: str
+    explained_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Records:
+    """One partition's logged columns, in seq order."""
+
+    action: Sequence[str]
+    params: Sequence[str]
+    observation: Sequence[str | None]
+    vars: Sequence[str]
+
+    def actions(self) -> list[Action]:
+        return [action_of(a, p) for a, p in zip(self.action, self.params, strict=True)]
+
+    def events(self) -> list[tuple[str | None, str]]:
+        """What the log says each action returned and left: (observation, vars) as text."""
+        return list(zip(self.observation, self.vars, strict=True))
+
+
+def run(model_: Model[Any], records: Records) -> Verdict:
+    """The full model in lockstep with the log: the first step that fails, and why."""
+    lockstep = Lockstep(model_, LoggedImplementation(model_.vars(model_.initial()), records.events()))
+    for index, action in enumerate(records.actions(), start=1):
+        try:
+            outcome = lockstep.apply(action)
+        except ActionNotEnabled as exc:
+            return Verdict(index, (DIVERGENCE,), f"not enabled in the model: {exc.reason}")
+        except Exception as exc:  # well-typed parameters the model cannot take (a missing or odd one)
+            return Verdict(index, (DIVERGENCE,), f"not replayable through the model: {exc!r}")
+        if outcome.failures:
+            return Verdict(index, outcome.failures, outcome.detail)
+    return Verdict(None, (), "")
+
+
+def replay_records(mechanism: str, records: Records) -> Verdict:
+    """Replay one partition on the current model; on a failure, find the known-bad variant that explains it.
+
+    A variant explains the log when its model follows the log without diverging until one of its
+    own invariants breaks.
+    """
+    mechanism_ = registry.get(mechanism)
+    verdict = run(model(mechanism, mechanism_.current), records)
+    if verdict.step is None:
+        return verdict
+    for twin in mechanism_.twins:
+        explained = run(model(mechanism, twin), records)
+        if explained.step is not None and DIVERGENCE not in explained.failures:
+            return Verdict(verdict.step, verdict.failures, verdict.detail, twin)
+    return verdict
+
+
+# --- the compiled fast path ------------------------------------------------------------------------
+
+
+class FastReplay(Protocol):
+    """A model's transition compiled for the replay: where rows lo..hi (one partition) first leave it."""
+
+    def first_failure(self, action: Sequence[str], params: Sequence[str], observation: Sequence[str | None],
+                      vars_: Sequence[str], lo: int, hi: int) -> int | None: ...
+
+
+class FullReplay:
+    """The full model as a `FastReplay`, for a mechanism whose transition is not compiled."""
+
+    def __init__(self, model_: Model[Any]) -> None:
+        self.model = model_
+
+    def first_failure(self, action: Sequence[str], params: Sequence[str], observation: Sequence[str | None],
+                      vars_: Sequence[str], lo: int, hi: int) -> int | None:
+        return run(self.model, Records(action[lo:hi], params[lo:hi], observation[lo:hi], vars_[lo:hi])).step
+
+
+@functools.cache
+def fast_replay(mechanism: str) -> FastReplay:
+    """The compiled transition of the current model of `mechanism` (one per worker process)."""
+    current = model(mechanism, registry.get(mechanism).current)
+    if mechanism == "delayed":
+        return DelayedReplay(cast(DelayedModel, current))
+    return FullReplay(current)
+
+
+def strings(column: pa.Array | pa.ChunkedArray) -> list[Any]:
+    """A string column as a list (None for null): through NumPy, which makes one Python string per distinct
+    value, at a sixth of `to_pylist`'s cost."""
+    return cast(list[Any], column.to_numpy(zero_copy_only=False).tolist())
+
+
+def runs(keys: np.ndarray[Any, Any]) -> Iterator[tuple[int, int]]:
+    """(start, end) of each run of equal keys: one partition each, as the rows are sorted by key."""
+    return itertools.pairwise([0, *(np.flatnonzero(keys[1:] != keys[:-1]) + 1).tolist(), len(keys)])
+
+
+def whole_partitions(batches: Iterator[pa.RecordBatch], key: str,
+                     replayed: Accumulator[int] | None = None) -> Iterator[pa.Table]:
+    """Tables of whole partitions from batches sorted by `key` that may cut one: the last partition of a
+    batch waits for the next. `replayed` counts the rows once the consumer is done with a table."""
+    carry: pa.Table | None = None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch])
+        if carry is not None:
+            table = pa.concat_tables([carry, table])
+        keys = table.column(key)
+        last = keys[len(keys) - 1].as_py()
+        cut = len(keys) - int(np.count_nonzero(np.asarray(keys) == last))
+        if cut:
+            yield table.slice(0, cut).combine_chunks()
+            if replayed is not None:
+                replayed.add(cut)
+        carry = table.slice(cut)
+    if carry is not None and carry.num_rows:
+        yield carry.combine_chunks()
+        if replayed is not None:
+            replayed.add(carry.num_rows)
+
+
+def verdicts(mechanism: str, table: pa.Table) -> pa.RecordBatch:
+    """One verdict row per partition of `table` (whole partitions, sorted by key and seq): the fast path
+    for every partition, the full model for those it fails."""
+    fast = fast_replay(mechanism)
+    keys = np.asarray(table.column(spec(mechanism).key))
+    action, params, observation, vars_ = (strings(table.column(name)) for name in LOGGED)
+    out: dict[str, list[Any]] = {name: [] for name in ("key", "events", "step", "failures", "detail", "explained_by")}
+    for lo, hi in runs(keys):
+        verdict = Verdict(None, (), "")
+        if fast.first_failure(action, params, observation, vars_, lo, hi) is not None:
+            verdict = replay_records(mechanism, Records(action[lo:hi], params[lo:hi], observation[lo:hi],
+                                                        vars_[lo:hi]))
+        for name, value in (("key", int(keys[lo])), ("events", hi - lo), ("step", verdict.step),
+                            ("failures", ",".join(verdict.failures)), ("detail", verdict.detail),
+                            ("explained_by", verdict.explained_by)):
+            out[name].append(value)
+    types = {"key": pa.int64(), "events": pa.int64(), "step": pa.int64()}
+    return pa.RecordBatch.from_arrays([pa.array(v, type=types.get(n, pa.string())) for n, v in out.items()],
+                                      names=list(out))
+
+
+def replay_batches(mechanism: str, batches: Iterator[pa.RecordBatch],
+                   replayed: Accumulator[int] | None = None) -> Iterator[pa.RecordBatch]:
+    """The `mapInArrow` function: rows sorted by (key, seq), in batches that may cut a partition."""
+    for table in whole_partitions(batches, spec(mechanism).key, replayed):
+        yield verdicts(mechanism, table)
+
+
+def replay_all(mechanism: str, valid: DataFrame, replayed: Accumulator[int] | None = None) -> DataFrame:
+    """One verdict row per partition; `valid` must be partitioned by the key and sorted by seq within, as
+    `ingest.prepare` leaves it. `replayed` counts the records replayed, for the progress line."""
+    key = spec(mechanism).key
+    return valid.select(key, "seq", *LOGGED).mapInArrow(
+        functools.partial(replay_batches, mechanism, replayed=replayed), REPLAY_SCHEMA)
+
+
+def read_log_table(mechanism: str, path: Path) -> pa.Table:
+    """A whole clean log (Parquet, or JSON lines without malformed ones) as one Arrow table in this process."""
+    log = spec(mechanism)
+    schema = pa.schema([(name, pa.int64() if isinstance(kind, LongType) else pa.string())
+                        for name, kind, _ in [(log.key, LongType(), False), *log.fields]])
+    if path.suffix == ".parquet":
+        return pq.read_table(path, schema=schema)
+    return pj.read_json(path, parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"))
+
+
+def python_replay(mechanism: str, table: pa.Table) -> dict[int, str]:
+    """The same replay in this process, over a whole log as Arrow (the bench's baseline): failing partitions."""
+    key = spec(mechanism).key
+    ordered = table.sort_by([(key, "ascending"), ("seq", "ascending")])
+    failing: dict[int, str] = {}
+    for found in replay_batches(mechanism, iter(ordered.to_batches(max_chunksize=65_536))):
+        for row in found.to_pylist():
+            if row["step"] is not None:
+                failing[int(row["key"])] = str(row["failures"])
+    return failing
