@@ -98,6 +98,14 @@ class Model(Protocol[S]):
     `key` is the canonical state key used for deduplication (it may quotient symmetries);
     `vars` projects a state onto the model's variables, the same projection ports report.
     `action_names` lists every action name the model knows, whatever the state.
+
+    A model whose configuration has values it treats alike (two principals, say) may also define
+    `symmetric_key(state) -> Hashable`: the key of a canonical member of the state's orbit under the
+    permutations of those values, so that `explore(..., symmetry=True)` keeps one state per orbit (as
+    TLC's SYMMETRY). Only where nothing depends on which value is which: no ordering, comparison or
+    hashing by them, fresh ones allocated by a counter, every action offered alike for each, every
+    invariant and liveness goal alike on an orbit (`properties.engines.explorer.symmetry_error` checks
+    this on the reachable states). Models without such values leave it undefined.
     """
 
     mechanism: str

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import pairwise, permutations
 from typing import NamedTuple
 
@@ -238,6 +238,10 @@ class PidQuotaModel:
         self._advances: dict[int, Action] = {}
         self._shift = lru_cache(_MEMO)(self._shift_slot)
         self._clean = lru_cache(_MEMO)(self._clean_slot)
+        renamings = tuple(permutations(range(len(self.pids)))) if self.hasher == "exact" else ()
+        if len(self.principals) > 1 or len(renamings) > 1:
+            self._forms = tuple(lru_cache(_MEMO)(partial(self._slot_form, r)) for r in renamings or (None,))
+            self.symmetric_key = self._symmetric_key
         self.invariants: Sequence[Invariant[PQState]] = (
             Invariant("PQ-I1", lambda s: not s.broken & _I1,
                       "a PID tracked at s is never counted new at t <= s + H (no false negative in the horizon)"),
@@ -295,6 +299,35 @@ class PidQuotaModel:
 
     def key(self, state: PQState) -> Hashable:
         return state[1:]
+
+    def _symmetric_key(self, state: PQState) -> Hashable:
+        """`key` up to renaming principals and (with the exact hasher) PIDs: the smallest of the keys of
+        the state's images, slots sorted (which takes every renaming of principals) for each renaming of PIDs.
+
+        Both are symmetries: the actions offered are the same for every principal and every PID (every
+        ordered batch of distinct PIDs), a step and every invariant treat each slot, and with the exact
+        hasher each PID's bit, alike, and neither name is ordered or hashed (only observations and `vars`
+        show them). The murmur hasher gives PIDs overlapping bits, so they are not renamed there.
+        """
+        return state.clean_in, min(tuple(sorted(map(form, state.slots))) for form in self._forms), state.broken
+
+    def _slot_form(self, renaming: tuple[int, ...] | None, slot: Slot) -> tuple[object, ...]:
+        """`slot` with PID i renamed to PID `renaming[i]` (None: as it is), as a tuple that sorts (no None)."""
+        entry = slot.entry
+        if renaming is None:
+            return (() if entry is None else entry), slot.seen, slot.merged, slot.calm
+        bits = self.bits
+        seen = [0] * len(slot.seen)
+        merged = [0] * len(slot.merged)
+        for i, j in enumerate(renaming):
+            seen[j] = slot.seen[i]
+            merged[2 * j], merged[2 * j + 1] = slot.merged[2 * i], slot.merged[2 * i + 1]
+        layers: tuple[object, ...] = ()
+        if entry is not None:
+            renamed = tuple((age, sum(bits[j] for i, j in enumerate(renaming) if mask & bits[i])) for age, mask in
+                            entry.layers)
+            layers = (renamed, entry.checks, entry.rot)
+        return layers, tuple(seen), tuple(merged), slot.calm
 
     def vars(self, state: PQState) -> dict[str, Json]:
         now, window = state.now, self.window

@@ -15,11 +15,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from properties.cli import mutants
 from properties.cli.check import run_conformance, run_stateful
-from properties.engines.explorer import explore
+from properties.engines.explorer import Exploration, explore
 from properties.engines.mechanism import Mechanism
 
 EXPLORER_GOAL = 100_000  # distinct states per second
@@ -71,6 +71,32 @@ def bench_mutants(mechanism: Mechanism, folder: Path = mutants.FOLDER) -> dict[s
     return out
 
 
+def _found(result: Exploration[Any]) -> str:
+    return ", ".join(f"{f.name} in {len(f.path)}" for f in result.findings) or "nothing"
+
+
+def bench_symmetry(mechanism: Mechanism) -> dict[str, object]:
+    """Per configuration whose model declares a symmetry: states without and with it, and whether the current
+    variant and every twin find the same verdicts at the same shortest lengths up to symmetry."""
+    out: dict[str, object] = {}
+    for name, config in mechanism.explore_configs.items():
+        if getattr(mechanism.make_model(config, mechanism.current), "symmetric_key", None) is None:
+            continue
+        verdicts = []
+        for variant in (mechanism.current, *mechanism.twins):
+            model = mechanism.make_model(config, variant)
+            terminal_ok = getattr(model, "terminal_ok", None)
+            plain = explore(model, max_states=2_000_000, terminal_ok=terminal_ok)
+            reduced = explore(model, max_states=2_000_000, terminal_ok=terminal_ok, symmetry=True)
+            if variant == mechanism.current:
+                out[f"symmetry[{name}]_states"] = f"{len(plain.states)} -> {len(reduced.states)}"
+                out[f"symmetry[{name}]_ratio"] = round(len(reduced.states) / len(plain.states), 2)
+            same = "same" if _found(plain) == _found(reduced) else f"DIFFERENT (without: {_found(plain)})"
+            verdicts.append(f"{variant}: {same}, {_found(reduced)}")
+        out[f"symmetry[{name}]_verdicts"] = "; ".join(verdicts)
+    return out
+
+
 def bench(mechanism: Mechanism, *, seconds: float, seed: int, folder: Path = OUT) -> dict[str, object]:
     """Measure one mechanism; every value is a plain number or string for the table and JSON."""
     out: dict[str, object] = {"mechanism": mechanism.name}
@@ -87,6 +113,7 @@ def bench(mechanism: Mechanism, *, seconds: float, seed: int, folder: Path = OUT
     started = time.perf_counter()
     explore(model, check_liveness=True, max_states=2_000_000)
     out["explorer_with_liveness_s"] = round(time.perf_counter() - started, 2)
+    out.update(bench_symmetry(mechanism))
     first_config = next(iter(mechanism.hypothesis_configs.values()))
     run, _, steps, elapsed = run_stateful(mechanism, mechanism.current, first_config, seed, seconds, "ci")
     out["stateful_steps"] = steps

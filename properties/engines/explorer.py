@@ -5,6 +5,16 @@ canonical key). Because the search is breadth-first, the first path recorded to 
 shortest one, so every counterexample returned here is of minimal length. Liveness properties are
 `AG EF good`: they are checked on the `networkx` state graph after the search, by computing the
 states from which no good state can be reached.
+
+**Symmetry** (`symmetry=True`, as TLC's SYMMETRY): a model whose configuration has values it treats
+alike (say, two principals) declares `symmetric_key`, the key of a state's orbit under permutations
+of those values. The search then keeps one state per orbit, the first one reached, so every recorded
+path is a real path; symmetric states lie at the same depth, so it is still a shortest one. An edge
+to another member of a known orbit is recorded to its representative: the graph is the quotient,
+which keeps the verdicts of invariants, deadlocks and liveness but whose edges cannot all be replayed
+(conformance explores without symmetry). Each such merge is checked to keep every invariant's
+verdict; `symmetry_error` checks a declaration in full.
+
 """
 
 from __future__ import annotations
@@ -22,6 +32,9 @@ from models.core import Action, Model
 S = TypeVar("S")
 
 _SINK = -1
+
+class SymmetryError(ValueError):
+    """`symmetric_key` merged states that the model tells apart: the declared permutations are no symmetry."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,8 @@ class Exploration(Generic[S]):
     """The index of the edge that first reached each state (-1 for the initial state)."""
     labels: list[Action] | None = None
     """The action of every edge, when the search was asked to keep them (conformance replays them)."""
+    symmetry: bool = False
+    """Whether states were deduplicated up to the model's symmetry (one state per orbit, edges to orbits)."""
     _graph: nx.DiGraph | None = None
 
     @property
@@ -115,6 +130,7 @@ def explore(
     terminal_ok: Callable[[S], bool] | None = None,
     progress: Callable[[Progress], None] | None = None,
     record_labels: bool = False,
+    symmetry: bool = False,
 ) -> Exploration[S]:
     """Enumerate the states reachable in `model` and check its properties on every one.
 
@@ -122,47 +138,67 @@ def explore(
     judged, since unexplored successors could reach a good state). `terminal_ok` tells which
     states without enabled actions are legitimate ends rather than deadlocks. `record_labels`
     keeps the action of every edge, so that every transition can be replayed on an implementation.
+    `symmetry` keeps one state per orbit of the model's `symmetric_key` (the plain key where the
+    model declares none); it excludes `record_labels`, since a quotient's edges are not all real.
     """
+    if symmetry and record_labels:
+        raise ValueError("a search up to symmetry records the quotient graph, whose edges cannot all be replayed")
     collecting = gc.isenabled()
     gc.disable()  # the search only allocates: collector passes over millions of live tuples cost ~1/3
     try:
-        return _explore(model, max_states, stop_on_violation, check_liveness, check_deadlock, terminal_ok, progress,
-                        record_labels)
+        search = _Search(model, max_states, stop_on_violation, check_deadlock, terminal_ok, progress, record_labels,
+                         symmetry)
+        search.run()
+        return search.result(check_liveness)
     finally:
         if collecting:
             gc.enable()
 
 
-def _explore(
-    model: Model[S],
-    max_states: int | None,
-    stop_on_violation: bool,
-    check_liveness: bool,
-    check_deadlock: bool,
-    terminal_ok: Callable[[S], bool] | None,
-    progress: Callable[[Progress], None] | None,
-    record_labels: bool,
-) -> Exploration[S]:
-    started = time.perf_counter()
-    initial = model.initial()
-    index: dict[Hashable, int] = {model.key(initial): 0}
-    states: list[S] = [initial]
-    parent: list[int] = [_SINK]
-    via: list[Action | None] = [None]
-    depth: list[int] = [0]
-    tree_edges: list[int] = [_SINK]
-    labels: list[Action] | None = [] if record_labels else None
-    sources: list[int] = []
-    targets: list[int] = []
-    coverage: dict[str, int] = {}
-    findings: list[Finding] = []
-    reported: set[str] = set()
-    invariants = list(model.invariants)
-    key, step, enabled = model.key, model.step, model.enabled
-    complete = True
-    next_report = started + PROGRESS_EVERY_S
+class _Search(Generic[S]):
+    """One breadth-first search: the states found so far, in the order they were found."""
 
-    def path_to(i: int) -> tuple[Action, ...]:
+    def __init__(
+        self,
+        model: Model[S],
+        max_states: int | None,
+        stop_on_violation: bool,
+        check_deadlock: bool,
+        terminal_ok: Callable[[S], bool] | None,
+        progress: Callable[[Progress], None] | None,
+        record_labels: bool,
+        symmetry: bool,
+    ) -> None:
+        self.started = time.perf_counter()
+        self.next_report = self.started + PROGRESS_EVERY_S
+        self.model = model
+        canonical: Callable[[S], Hashable] | None = getattr(model, "symmetric_key", None) if symmetry else None
+        self.symmetry = canonical is not None
+        self.key: Callable[[S], Hashable] = canonical if canonical is not None else model.key
+        self.same_verdicts = _verdict_check(model) if canonical is not None else None
+        self.max_states = max_states
+        self.stop_on_violation = stop_on_violation
+        self.check_deadlock = check_deadlock
+        self.terminal_ok = terminal_ok
+        self.progress = progress
+        initial = model.initial()
+        self.index: dict[Hashable, int] = {self.key(initial): 0}
+        self.states: list[S] = [initial]
+        self.parent: list[int] = [_SINK]
+        self.via: list[Action | None] = [None]
+        self.depth: list[int] = [0]
+        self.tree_edges: list[int] = [_SINK]
+        self.labels: list[Action] | None = [] if record_labels else None
+        self.sources: list[int] = []
+        self.targets: list[int] = []
+        self.coverage: dict[str, int] = {}
+        self.findings: list[Finding] = []
+        self.reported: set[str] = set()
+        self.invariants = list(model.invariants)
+        self.complete = True
+
+    def path_to(self, i: int) -> tuple[Action, ...]:
+        parent, via = self.parent, self.via
         out: list[Action] = []
         while parent[i] != _SINK:
             action = via[i]
@@ -171,67 +207,145 @@ def _explore(
             i = parent[i]
         return tuple(reversed(out))
 
-    i = 0
-    while i < len(states):
-        state = states[i]
-        for inv in invariants:
-            if inv.name not in reported and not inv.holds(state):
-                reported.add(inv.name)
-                detail = inv.explain(state) if inv.explain is not None else inv.description
-                findings.append(Finding("invariant", inv.name, path_to(i), detail))
-        if stop_on_violation and findings:
-            complete = False
-            break
-        actions = enabled(state)
-        if (
-            not actions
-            and check_deadlock
-            and "deadlock" not in reported
-            and (terminal_ok is None or not terminal_ok(state))
-        ):
-            reported.add("deadlock")
-            findings.append(Finding("deadlock", "deadlock", path_to(i), "no action is enabled"))
-        for action in actions:
-            successor, _ = step(state, action)
-            k = key(successor)
-            j = index.get(k)
-            if j is None:
-                if max_states is not None and len(states) >= max_states:
-                    complete = False
-                    continue
-                j = len(states)
-                index[k] = j
-                states.append(successor)
-                parent.append(i)
-                via.append(action)
-                depth.append(depth[i] + 1)
-                tree_edges.append(len(sources))
-            if labels is not None:
-                labels.append(action)
-            sources.append(i)
-            targets.append(j)
-            coverage[action.name] = coverage.get(action.name, 0) + 1
-        i += 1
-        if progress is not None and i % 1024 == 0 and time.perf_counter() >= next_report:
-            next_report = time.perf_counter() + PROGRESS_EVERY_S
-            progress(Progress(len(sources), len(states), len(states) - i, depth[i - 1], time.perf_counter() - started))
+    def _broken(self, i: int, name: str) -> None:
+        if name in self.reported:
+            return
+        self.reported.add(name)
+        inv = next(inv for inv in self.invariants if inv.name == name)
+        detail = inv.explain(self.states[i]) if inv.explain is not None else inv.description
+        self.findings.append(Finding("invariant", name, self.path_to(i), detail))
 
-    result = Exploration(
-        states=states,
-        edges=(sources, targets),
-        max_depth=max(depth),
-        complete=complete,
-        elapsed_s=0.0,
-        findings=findings,
-        coverage=coverage,
-        parents=parent,
-        tree_edges=tree_edges,
-        labels=labels,
-    )
-    if check_liveness and complete and model.liveness:
-        findings.extend(_liveness_findings(model, states, result.graph, path_to, depth))
-    result.elapsed_s = time.perf_counter() - started
-    return result
+    def _deadlock(self, i: int) -> None:
+        if "deadlock" not in self.reported:
+            self.reported.add("deadlock")
+            self.findings.append(Finding("deadlock", "deadlock", self.path_to(i), "no action is enabled"))
+
+    def _report(self, i: int) -> None:
+        if self.progress is not None and time.perf_counter() >= self.next_report:
+            self.next_report = time.perf_counter() + PROGRESS_EVERY_S
+            self.progress(Progress(len(self.sources), len(self.states), len(self.states) - i, self.depth[i - 1],
+                                   time.perf_counter() - self.started))
+
+    def run(self) -> None:
+        """Expand the queue until it is empty (or the first finding, with `stop_on_violation`)."""
+        states, index, parent, via, depth, tree_edges = (self.states, self.index, self.parent, self.via, self.depth,
+                                                         self.tree_edges)
+        labels, sources, targets, coverage, reported = (self.labels, self.sources, self.targets, self.coverage,
+                                                        self.reported)
+        invariants, key, step, enabled = self.invariants, self.key, self.model.step, self.model.enabled
+        same_verdicts, max_states, terminal_ok = self.same_verdicts, self.max_states, self.terminal_ok
+        check_deadlock, stop_on_violation = self.check_deadlock, self.stop_on_violation
+        i = 0
+        while i < len(states):
+            state = states[i]
+            for inv in invariants:
+                if inv.name not in reported and not inv.holds(state):
+                    self._broken(i, inv.name)
+            if stop_on_violation and self.findings:
+                self.complete = False
+                break
+            actions = enabled(state)
+            if (
+                not actions
+                and check_deadlock
+                and "deadlock" not in reported
+                and (terminal_ok is None or not terminal_ok(state))
+            ):
+                self._deadlock(i)
+            for action in actions:
+                successor, _ = step(state, action)
+                k = key(successor)
+                j = index.get(k)
+                if j is None:
+                    if max_states is not None and len(states) >= max_states:
+                        self.complete = False
+                        continue
+                    j = len(states)
+                    index[k] = j
+                    states.append(successor)
+                    parent.append(i)
+                    via.append(action)
+                    depth.append(depth[i] + 1)
+                    tree_edges.append(len(sources))
+                elif same_verdicts is not None:
+                    same_verdicts(successor, states[j])
+                if labels is not None:
+                    labels.append(action)
+                sources.append(i)
+                targets.append(j)
+                coverage[action.name] = coverage.get(action.name, 0) + 1
+            i += 1
+            if i % 1024 == 0:
+                self._report(i)
+
+    def result(self, check_liveness: bool) -> Exploration[S]:
+        result = Exploration(
+            states=self.states,
+            edges=(self.sources, self.targets),
+            max_depth=max(self.depth),
+            complete=self.complete,
+            elapsed_s=0.0,
+            findings=self.findings,
+            coverage=self.coverage,
+            parents=self.parent,
+            tree_edges=self.tree_edges,
+            labels=self.labels,
+            symmetry=self.symmetry,
+        )
+        if check_liveness and self.complete and self.model.liveness:
+            self.findings.extend(_liveness_findings(self.model, self.states, result.graph, self.path_to, self.depth))
+        result.elapsed_s = time.perf_counter() - self.started
+        return result
+
+
+def _verdict_check(model: Model[S]) -> Callable[[S, S], None]:
+    """A check that a state merged into another's orbit breaks the same invariants (else `SymmetryError`)."""
+    key, invariants = model.key, list(model.invariants)
+
+    def check(state: S, representative: S) -> None:
+        if key(state) == key(representative):
+            return
+        for inv in invariants:
+            if inv.holds(state) != inv.holds(representative):
+                raise SymmetryError(
+                    f"{model.mechanism}/{model.variant}: symmetric_key merges a state that "
+                    f"{'holds' if inv.holds(state) else 'breaks'} {inv.name} into an orbit whose "
+                    f"representative does not: not a symmetry of the model"
+                )
+
+    return check
+
+
+def symmetry_error(model: Model[S]) -> str | None:
+    """Why `model.symmetric_key` is not a symmetry of its reachable states, or None when it is.
+
+    It is one when states of one orbit agree on every invariant, every liveness goal, being stuck
+    and the orbits of their successors: the orbits then form a bisimulation, so a search up to
+    symmetry finds the same verdicts at the same shortest depths. Checked on the full search.
+    """
+    canonical: Callable[[S], Hashable] | None = getattr(model, "symmetric_key", None)
+    if canonical is None:
+        raise ValueError(f"{model.mechanism} declares no symmetry in this configuration")
+    result = explore(model, check_liveness=False, check_deadlock=False)
+    orbit = [canonical(s) for s in result.states]
+    successors: list[set[Hashable]] = [set() for _ in result.states]
+    for source, target in zip(*result.edges, strict=True):
+        successors[source].add(orbit[target])
+    first: dict[Hashable, int] = {}
+    for i, state in enumerate(result.states):
+        j = first.setdefault(orbit[i], i)
+        if j == i:
+            continue
+        other = result.states[j]
+        for inv in model.invariants:
+            if inv.holds(state) != inv.holds(other):
+                return f"states {j} and {i} share an orbit but not the verdict of {inv.name}"
+        for prop in model.liveness:
+            if prop.good(state) != prop.good(other):
+                return f"states {j} and {i} share an orbit but not the liveness goal {prop.name}"
+        if successors[i] != successors[j]:
+            return f"states {j} and {i} share an orbit but their successors do not"
+    return None
 
 
 def _graph(nodes: int, sources: list[int], targets: list[int]) -> nx.DiGraph:
