@@ -15,6 +15,9 @@ needs to know where work belongs, it computes it from the spec: MD-I1's worker i
 (never `store.event_executor`), and MD-I7 decodes the tree's bytes itself. MD-I1 and MD-I2 are also
 judged on the queues: a serde or notification task queued on the wrong thread is reported when it
 is submitted, since the model, which queues it right, never runs the wrong thread to execute it.
+MD-I2 is judged as well by the harness's own listener, registered on the store after the caches':
+each notification that reaches it must reach it on the event thread, so a store that delivers
+around the World's notification log (calling listeners itself, inline) is still caught.
 MD-I4 and MD-I5 are judged on the **ledger**, the harness's own record of the future each client call
 got back, so a store that loses an op and its own record of it (no op, no registration) is still
 caught; the World's registry of op futures only adds the ops the store makes on its own behalf
@@ -66,11 +69,13 @@ from reference_impl.metadata import (
     JsonSerde,
     MemoryBackend,
     MetadataStore,
+    Notification,
     RecordingSerde,
     SimFuture,
     Stat,
     World,
     ZkBackend,
+    current_thread_name,
     join,
 )
 
@@ -125,6 +130,9 @@ class MetadataReference:
         )
         self.serde: RecordingSerde[Any] = RecordingSerde(JsonSerde())
         self.cache = self.store.metadata_cache(self.serde)
+        self.heard: list[str] = []
+        """The harness's own listener's record: the thread each notification reached it on (MD-I2)."""
+        self.store.register_listener(functools.partial(_hear, self.heard))
         self.clients = [world.thread(f"client-{c}") for c in range(len(m.clients))]
         self.ledger: list[SimFuture[Any]] = []
         """The harness's own record: the future each client call got back, in call order (MD-I4, MD-I5)."""
@@ -220,7 +228,8 @@ class MetadataReference:
         out = [DIVERGENCE] if self.disagreement else []
         if m.pip453 and not (_md_i1(m, self.serde) and _serde_queued_right(m, w)):
             out.append("MD-I1")
-        if not (_md_i2(w, m) and _notifications_queued_right(m, w)):
+        event = event_thread(m)
+        if not (_md_i2(w, m) and _notifications_queued_right(m, w) and all(t == event for t in self.heard)):
             out.append("MD-I2")
         if not _md_i3(w):
             out.append("MD-I3")
@@ -320,6 +329,11 @@ def _notifications_queued_right(model: MetadataModel, world: World) -> bool:
         for label in (*t.queued, *((t.current,) if t.current else ()))
         if label.startswith("notify:")
     )
+
+
+def _hear(heard: list[str], _: Notification) -> None:
+    """The harness's listener: notes which thread delivered the notification to it."""
+    heard.append(current_thread_name())
 
 
 def _md_i2(world: World, model: MetadataModel) -> bool:

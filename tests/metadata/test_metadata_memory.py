@@ -16,7 +16,7 @@ from properties.engines.explorer import explore
 from properties.engines.lockstep import DIVERGENCE, Lockstep
 from properties.metadata.binding import MECHANISM, MetadataReference, make_model
 from reference_impl.metadata import MetadataCache, MetadataStore, yield_point
-from reference_impl.metadata.store import MemoryBackend, OpType
+from reference_impl.metadata.store import MemoryBackend, MetadataOp, OpType
 
 MEMORY = EXPLORE_CONFIGS["memory"]
 MARKS = {i.name for i in MECHANISM.interesting if i.name.startswith("memory:")}
@@ -176,8 +176,9 @@ def test_a_store_that_names_no_completer_hides_the_cycle_from_the_world_but_not_
 
 
 def test_a_refresh_that_drops_a_reload_already_done_is_named_md_i7_on_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bug of tests/mutants/metadata-memory-done-reload-dropped.patch. On memory a notification's reload is
-    answered inside the refresh's first step and decoded before its second, so the old value stays cached."""
+    """A refresh that takes a reload already done when it comes to publish as applied keeps the old entry. On memory a
+    notification's reload is answered inside the refresh's first step and decoded before its second, so the value
+    from before the write stays cached, and MD-I7 names it the step the world settles."""
 
     def refresh(self: MetadataCache[Any], path: str) -> None:
         if path not in self.entries:
@@ -195,3 +196,30 @@ def test_a_refresh_that_drops_a_reload_already_done_is_named_md_i7_on_memory(mon
     worker, event = run("N-worker-OrderedExecutor-1-0"), run("N-event")
     failures = lockstep(MEMORY, [call("cache_get", "/a"), worker, call("put", "/a", 1), event, worker, event])
     assert failures[:5] == [[]] * 5 and "MD-I7" in failures[5]
+
+
+def test_a_memory_store_that_calls_listeners_inline_is_named_md_i2_by_the_harness_listener(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bug of tests/mutants/metadata-memory-listeners-called-inline.patch: no delivery task is queued and the
+    World's notification log stays empty, so only the harness's own listener, called on the client, tells."""
+
+    def apply_now(self: MemoryBackend, op: MetadataOp) -> None:
+        (value, error), notes = self.tree.apply(op, every_ancestor=True)
+        for store in self.tree.stores:
+            for n in notes:
+                for listener in store.listeners:
+                    listener(n)
+        if error is not None:
+            op.future.fail(error)
+        else:
+            op.future.complete(value)
+
+    monkeypatch.setattr(MemoryBackend, "apply_now", apply_now)
+    reference = MetadataReference(MEMORY, "pip453")
+    try:
+        reference.apply(call("put", "/a"))
+        assert reference.world.notification_log == [] and reference.heard == ["client-0"]
+        assert reference.violations() == ["MD-I2"]
+    finally:
+        reference.close()
