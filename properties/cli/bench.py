@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from models.core import Model
 from properties.cli import mutants
 from properties.cli.check import run_conformance, run_stateful
 from properties.engines.explorer import Exploration, explore
@@ -71,6 +72,18 @@ def bench_mutants(mechanism: Mechanism, folder: Path = mutants.FOLDER) -> dict[s
     return out
 
 
+def bench_workers(model: Model[Any], alone: Exploration[Any], workers: int = 2) -> dict[str, object]:
+    """The explorer's rate on `workers` processes against `alone` (the same model on one process, just before),
+    and whether the search was the same. Wall-clock rates: the ratio says something only on free cores."""
+    shared = explore(model, check_liveness=False, max_states=2_000_000, workers=workers)
+    return {
+        f"explorer_states_per_s_{workers}_workers": round(shared.states_per_second),
+        f"explorer_{workers}_workers_vs_1": round(shared.states_per_second / alone.states_per_second, 2),
+        f"explorer_{workers}_workers_processes": shared.workers,
+        f"explorer_{workers}_workers_same_search": shared.states == alone.states and shared.edges == alone.edges,
+    }
+
+
 def _found(result: Exploration[Any]) -> str:
     return ", ".join(f"{f.name} in {len(f.path)}" for f in result.findings) or "nothing"
 
@@ -113,6 +126,7 @@ def bench(mechanism: Mechanism, *, seconds: float, seed: int, folder: Path = OUT
     started = time.perf_counter()
     explore(model, check_liveness=True, max_states=2_000_000)
     out["explorer_with_liveness_s"] = round(time.perf_counter() - started, 2)
+    out.update(bench_workers(model, result))
     out.update(bench_symmetry(mechanism))
     first_config = next(iter(mechanism.hypothesis_configs.values()))
     run, _, steps, elapsed = run_stateful(mechanism, mechanism.current, first_config, seed, seconds, "ci")
