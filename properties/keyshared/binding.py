@@ -13,7 +13,10 @@ Interleaved acks and flows run inside the reference's own `interleave` callback,
 is the reference's `begin_read`/`complete_read`.
 
 A configuration with `scope: tracker` selects the smaller scope of `PendingAcksMap` and
-`DrainingHashesTracker` alone (`models/keyshared_tracker.py`, `properties/keyshared/tracker.py`).
+`DrainingHashesTracker` alone (`models/keyshared_tracker.py`, `properties/keyshared/tracker.py`), and
+`scope: locks` the tracker at lock granularity (`models/keyshared_locks.py`), which is model-only: the
+reference's tracker runs each method in one critical section, so it has none of the lock-separated
+steps that model interleaves and cannot replay them.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from models.keyshared import (
     claims,
     sticky_hash,
 )
+from models.keyshared_locks import DEFAULT_CONFIG as LOCKS_DEFAULT_CONFIG
+from models.keyshared_locks import KeySharedLocksModel
 from models.keyshared_tracker import EXPLORE_CONFIG as TRACKER_EXPLORE_CONFIG
 from models.keyshared_tracker import HYPOTHESIS_CONFIG as TRACKER_HYPOTHESIS_CONFIG
 from models.keyshared_tracker import WIDE_EXPLORE_CONFIG as TRACKER_WIDE_EXPLORE_CONFIG
@@ -377,23 +382,62 @@ HYPOTHESIS_CONFIGS: dict[str, Mapping[str, Param]] = {
 }
 
 
-def _tracker_scope(config: Mapping[str, Param] | None) -> bool:
-    """`scope: tracker` selects the PendingAcksMap + DrainingHashesTracker scope (models/keyshared_tracker.py)."""
-    return config is not None and config.get("scope") == "tracker"
+# The lock scope (models/keyshared_locks.py): the dispatcher thread moves the hash away, back and away
+# again with dispatches between, while the ack thread acks the drainer's two pending acks. Each order is
+# its own configuration (the order is the tracker's code, not a dispatcher variant), all on this script,
+# whose shortest lost wake-up is the 20 steps of the finding.
+LOCKS_FINDING = "docs/findings/keyshared-tracker-lost-unblock.md"
+_LOCKS_SCRIPT = ("move 2", "block", "block", "move 1", "block", "move 2", "block")
+LOCKS_EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
+    name: {**LOCKS_DEFAULT_CONFIG, "order": order, "dispatcher": _LOCKS_SCRIPT}
+    for name, order in (("locks", "current"), ("locks-fix", "locked-block"), ("locks-pre23854", "pre23854"),
+                        ("locks-unserialized", "unserialized"))
+}
+LOCKS_FINDINGS: dict[str, Mapping[str, str]] = {
+    "locks": {"LK-6": LOCKS_FINDING},  # upstream's current order loses a wake-up
+    "locks-pre23854": {"LK-4": LOCKS_FINDING, "LK-6": LOCKS_FINDING},  # the twin: callbacks under the tracker lock
+    # the twin: callers without the PendingAcksMap lock
+    "locks-unserialized": {name: LOCKS_FINDING for name in ("LK-1", "LK-2", "LK-3", "LK-5", "LK-6")},
+}
+"""What each lock configuration must break (see Mechanism.findings); `locks-fix` must break nothing."""
+# Hypothesis samples a longer run than the explorer's, upstream's order, on LK-1..LK-5: LK-6, the known
+# finding the explorer reports, would end every run at its first lost wake-up.
+LOCKS_HYPOTHESIS_CONFIG: dict[str, Param] = {
+    **LOCKS_DEFAULT_CONFIG, "pending": 4, "acks": 3, "unchecked": ("LK-6",),
+    "dispatcher": ("block", "move 2", "block", "block", "move 1", "block", "move 2", "block", "move 1", "block",
+                   "move 2", "block"),
+}
+
+
+MODEL_ONLY = {"keyshared/locks": "the reference's tracker runs each method in one critical section, so it has "
+                                 "no lock-granular steps to replay"}
+
+
+def _scope(config: Mapping[str, Param] | None) -> Param | None:
+    """`scope: tracker` selects the PendingAcksMap + DrainingHashesTracker scope (models/keyshared_tracker.py),
+    `scope: locks` the tracker at lock granularity (models/keyshared_locks.py)."""
+    return config.get("scope") if config is not None else None
 
 
 def make_model(config: Mapping[str, Param] | None, variant: str) -> Model[Any]:
-    return KeySharedTrackerModel(config, variant) if _tracker_scope(config) else KeySharedModel(config, variant)
+    scope = _scope(config)
+    if scope == "locks":
+        return KeySharedLocksModel(config, variant)
+    return KeySharedTrackerModel(config, variant) if scope == "tracker" else KeySharedModel(config, variant)
 
 
 def make_reference(config: Mapping[str, Param] | None, variant: str) -> Implementation:
-    if _tracker_scope(config):
+    scope = _scope(config)
+    if scope == "locks":
+        raise ValueError(f"keyshared has no reference at the lock scope: {MODEL_ONLY['keyshared/locks']}")
+    if scope == "tracker":
         return KeySharedTrackerReference(config, variant)
     return KeySharedReference(config, variant)
 
 
 # EXPLORE_CONFIGS and HYPOTHESIS_CONFIGS are the dispatcher scope's; the registry adds the tracker
-# scope's under the name "tracker" (last, so the dispatcher's stay the defaults).
+# scope's under the name "tracker" (so the dispatcher's stay the defaults) and the lock scope's last (the
+# twins, caught at the dispatcher scope, never get there).
 MECHANISM = Mechanism(
     name="keyshared",
     spec="shared/spec/keyshared.md",
@@ -404,8 +448,8 @@ MECHANISM = Mechanism(
     # Replayed in full first (the corners and the tracker scope: seconds each), the broad bounded ones last,
     # so a bug within the small configurations is killed before minutes go to the large ones.
     explore_configs={**_CORNERS, "tracker": TRACKER_EXPLORE_CONFIG, "tracker-wide": TRACKER_WIDE_EXPLORE_CONFIG,
-                     **{k: v for k, v in EXPLORE_CONFIGS.items() if k not in _CORNERS}},
-    hypothesis_configs={**HYPOTHESIS_CONFIGS, "tracker": TRACKER_HYPOTHESIS_CONFIG},
+                     **{k: v for k, v in EXPLORE_CONFIGS.items() if k not in _CORNERS}, **LOCKS_EXPLORE_CONFIGS},
+    hypothesis_configs={**HYPOTHESIS_CONFIGS, "tracker": TRACKER_HYPOTHESIS_CONFIG, "locks": LOCKS_HYPOTHESIS_CONFIG},
     proofs=keyshared_z3.proofs,
     bench=keyshared_z3.bench,
     # The corner configurations (collide, ackjump, unblock) and the tracker are replayed in full; the
@@ -414,4 +458,6 @@ MECHANISM = Mechanism(
     interesting=keyshared_coverage.INTERESTING,
     vocabularies=keyshared_protocol.VOCABULARIES,
     scope_of=keyshared_protocol.scope_of,
+    findings=LOCKS_FINDINGS,
+    model_only=MODEL_ONLY,
 )

@@ -1,15 +1,17 @@
 """Key_Shared's interesting states: draining and blocked hashes, ring collisions and promotions, the
-dispatcher's corner events, and (tracker scope) the pending-acks maps' corners.
+dispatcher's corner events, (tracker scope) the pending-acks maps' corners, and (lock scope) the races
+of the tracker's threads.
 
 Events name what a step did that no variable shows; the models export their names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from models.core import Json, Param
 from models.keyshared import CAME_BACK, DEFAULT_CONFIG, PROMOTED, UNBLOCKED_IN_PASS, claims, sticky_hash
+from models.keyshared_locks import A_UNLOCK, LOCK_MAP, R_GET, R_LOCK_REMOVE, R_UNLOCK, S_GET, S_LOCK_DECIDE
 from models.keyshared_tracker import ACROSS_LEDGERS, HASH_NOT_SET, KEPT_MISMATCH, OVERWROTE
 from properties.engines.coverage import as_int, as_list
 from properties.engines.mechanism import Interesting, Predicate, Vars
@@ -17,11 +19,11 @@ from properties.engines.mechanism import Interesting, Predicate, Vars
 
 def _blocked(_: Mapping[str, Param], v: Vars) -> bool:
     """A draining hash held a dispatch back (the entry's blocked flag is its fourth field)."""
-    return any(as_list(d)[3:4] == [True] for d in as_list(v["draining"]))
+    return any(as_list(d)[3:4] == [True] for d in as_list(v.get("draining")))
 
 
 def _same_name(_: Mapping[str, Param], v: Vars) -> bool:
-    names = [as_list(c)[1] for c in as_list(v["consumers"])]
+    names = [as_list(c)[1] for c in as_list(v.get("consumers"))]
     return len(names) != len(set(names))
 
 
@@ -71,10 +73,73 @@ def _two_ledgers(_: Mapping[str, Param], v: Vars) -> bool:
     return any(len({as_int(as_list(p)[0]) for p in as_list(as_list(held)[1])}) > 1 for held in as_list(v["pending"]))
 
 
+class _Locks:
+    """The lock scope's variables, as far as the marks read them (absent in the other scopes)."""
+
+    def __init__(self, v: Vars) -> None:
+        self.threads = [as_list(t) for t in as_list(v.get("threads"))]
+        self.entries = [as_list(e) for e in as_list(v.get("entries"))]
+        self.slot, self.owner = as_int(v.get("slot")), as_int(v.get("owner"))
+        self.tracker_lock, self.map_lock = as_int(v.get("tracker_lock")), as_int(v.get("map_lock"))
+
+    def next(self, thread: int) -> Json:
+        return self.threads[thread][0]
+
+    def entry(self, thread: int) -> int:
+        return as_int(self.threads[thread][1])
+
+
+def _locks(order: str, holds: Callable[[_Locks], bool]) -> Predicate:
+    """A lock-scope mark, counted only in configurations of `order`: what upstream's current order reaches is
+    not covered by a twin's or the fix's configuration reaching it."""
+    return lambda c, v: c.get("order") == order and "threads" in v and holds(_Locks(v))
+
+
+def _raced(s: _Locks) -> bool:
+    """A reduceRefCount took its entry to 0 outside the write lock while the other thread holds that entry."""
+    return any(s.next(i) == R_LOCK_REMOVE and s.entry(i) != -1 and s.entry(1 - i) == s.entry(i) for i in (0, 1))
+
+
+def _lost(s: _Locks) -> bool:
+    """An entry the map no longer holds was blocked after its removal decided not to unblock (LK-6)."""
+    return any(k != s.slot and as_int(e[2]) > 0 and e[3] is False for k, e in enumerate(s.entries))
+
+
+def _fix_declined(s: _Locks) -> bool:
+    """locked-block: the dispatch's locked check is next, on an entry of the other consumer already removed."""
+    k = s.entry(0)
+    return s.next(0) == S_LOCK_DECIDE and k != -1 and k != s.slot and as_int(s.entries[k][0]) != s.owner
+
+
+LOCK_MARKS = (
+    Interesting("a reduceRefCount took an entry to 0 that the other thread had read",
+                _locks("current", _raced)),
+    Interesting("a dispatch was blocked by an entry already removed (the lost wake-up)",
+                _locks("current", _lost)),
+    Interesting("an entry's removal saw a blocked dispatch (an unblocking call follows)",
+                _locks("current", lambda s: any(e[3] is True for e in s.entries))),
+    Interesting("a dispatch was blocked by a mapped draining entry",
+                _locks("current", lambda s: s.slot != -1 and as_int(s.entries[s.slot][2]) > 0)),
+    Interesting("a thread waited for the PendingAcksMap lock the other held",
+                _locks("current", lambda s: any(s.next(i) == LOCK_MAP and s.map_lock == 1 - i for i in (0, 1)))),
+    Interesting("a getEntry waited for the write lock the other thread held",
+                _locks("current", lambda s: any(s.next(i) in (R_GET, S_GET) and s.tracker_lock == 1 - i
+                                                for i in (0, 1)))),
+    Interesting("registerDrainingHashes' ADD removed the entry",
+                _locks("current", lambda s: s.next(0) == R_UNLOCK and s.tracker_lock == 0)),
+    Interesting("an addEntry found the entry already mapped",
+                _locks("current", lambda s: s.next(0) == A_UNLOCK and as_int(s.entries[s.entry(0)][1]) > 0)),
+    Interesting("the fix's locked check met an entry already removed", _locks("locked-block", _fix_declined)),
+)
+"""The lock scope's marks. Not among them, because upstream's order never reaches them (the explorer shows
+it): a reduceRefCount decrementing while the other thread holds the write lock, and the lazy removal in
+shouldBlockStickyKeyHash; only the unserialized twin reaches them."""
+
+
 INTERESTING = (
-    Interesting("a hash is draining", lambda _, v: bool(as_list(v["draining"]))),
+    Interesting("a hash is draining", lambda _, v: bool(as_list(v.get("draining")))),
     Interesting("a draining hash blocked a dispatch", _blocked),
-    Interesting("a message awaits replay", lambda _, v: bool(as_list(v["replay"]))),
+    Interesting("a message awaits replay", lambda _, v: bool(as_list(v.get("replay")))),
     Interesting("a read is in flight", lambda _, v: bool(as_list(v.get("reads_in_flight")))),
     Interesting("two consumers share a name", _same_name),
     Interesting("a stubborn consumer pins a draining hash", _stubborn),
@@ -90,4 +155,5 @@ INTERESTING = (
     Interesting("a 4-argument remove kept a pending ack of another value", _event(KEPT_MISMATCH)),
     Interesting("the add handler rejected hash 0", _event(HASH_NOT_SET)),
     Interesting("remove_all_up_to ran over a map of two ledgers", _event(ACROSS_LEDGERS)),
+    *LOCK_MARKS,
 )

@@ -1,4 +1,5 @@
-"""Key_Shared's port vocabulary: the whole dispatcher, or (scope tracker) its pending-acks maps and draining tracker.
+"""Key_Shared's port vocabulary: the whole dispatcher, (scope tracker) its pending-acks maps and draining
+tracker, or (scope locks) that tracker at lock granularity.
 
 Meanings keyed by the model's own names; `brokerspec protocol` adds types and examples from the model.
 """
@@ -242,10 +243,55 @@ KEYSHARED_TRACKER = Vocabulary(
     },
 )
 
-VOCABULARIES: Mapping[str, Vocabulary] = {"keyshared": KEYSHARED, "keyshared/tracker": KEYSHARED_TRACKER}
-"""Both scopes' meanings, by scope."""
+_STEP = "the instruction the thread runs (one atomic step: see models/keyshared_locks.py)"
+KEYSHARED_LOCKS = Vocabulary(
+    config={
+        "scope": '"locks": DrainingHashesTracker at lock granularity, two threads on one hash',
+        "order": "the tracker's code: current (upstream today), pre23854 (callback and stats under the write "
+                 "lock), unserialized (callers without the PendingAcksMap lock), locked-block (the proposed fix)",
+        "pending": "consumer 1's pending acks of the hash at the start (it owns the hash)",
+        "dispatcher": "the dispatcher thread's script: 'move 2' / 'move 1' (the hash moves, then "
+                      "registerDrainingHashes' REMOVE / ADD part) and 'block' (shouldBlockStickyKeyHash)",
+        "acks": "how many of consumer 1's pending acks the ack thread acks, one PendingAcksMap.remove each",
+        "unchecked": "invariants left out (a known finding that would end every Hypothesis run)",
+    },
+    vars={
+        "owner": "the consumer owning the hash (1 or 2)",
+        "pending": "consumer 1's pending acks of the hash",
+        "slot": "the entry the tracker's map holds for the hash (an index into entries), -1 if none",
+        "entries": "every DrainingHashEntry created, in creation order (threads may hold ones the map dropped)",
+        "entries[]": "[consumer, ref_count, blocked, unblocks] one entry",
+        "entries[].consumer": "the consumer draining it",
+        "entries[].ref_count": "its ref count",
+        "entries[].blocked": "its blocked count",
+        "entries[].unblocks": "its removal decided to call the unblocking handler",
+        "tracker_lock": "the thread holding the tracker's write lock (0 dispatcher, 1 ack thread), -1 if free",
+        "map_lock": "the thread holding consumer 1's PendingAcksMap lock, -1 if free",
+        "threads": "the dispatcher thread, then the ack thread",
+        "threads[]": "[next, entry, left] one thread",
+        "threads[].next": "its next instruction, or done",
+        "threads[].entry": "the entry it holds a reference to (an index into entries), -1 for null",
+        "threads[].left": "forEach iterations left",
+        "broken": "invariants a step broke (they stay broken)",
+        "broken[]": "an invariant name",
+    },
+    actions={
+        "dispatcher": ActionDoc("the dispatcher thread runs its next instruction",
+                                "its script is not done and the lock the instruction takes is free",
+                                {"step": _STEP}),
+        "acker": ActionDoc("the ack thread runs its next instruction",
+                           "it has acks left and the lock the instruction takes is free", {"step": _STEP}),
+    },
+    observation={},
+)
+
+VOCABULARIES: Mapping[str, Vocabulary] = {
+    "keyshared": KEYSHARED, "keyshared/tracker": KEYSHARED_TRACKER, "keyshared/locks": KEYSHARED_LOCKS,
+}
+"""Every scope's meanings, by scope."""
 
 
 def scope_of(config: Mapping[str, Param]) -> str:
-    """The tracker configurations drive the tracker alone, so they speak its vocabulary."""
-    return "keyshared/tracker" if config.get("scope") == "tracker" else "keyshared"
+    """The tracker and lock configurations drive the tracker alone, so they speak their own vocabularies."""
+    scope = config.get("scope")
+    return f"keyshared/{scope}" if scope in ("tracker", "locks") else "keyshared"

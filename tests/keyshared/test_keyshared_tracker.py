@@ -274,7 +274,7 @@ def test_the_mechanism_dispatches_on_the_scope_and_keeps_the_dispatcher_configs_
     assert MECHANISM.explore_configs["tracker"] is EXPLORE_CONFIG
     assert MECHANISM.hypothesis_configs["tracker"] is HYPOTHESIS_CONFIG
     assert MECHANISM.explore_configs["tracker-wide"] is WIDE_EXPLORE_CONFIG
-    assert list(MECHANISM.hypothesis_configs)[-1] == "tracker"
+    assert list(MECHANISM.hypothesis_configs)[-2:] == ["tracker", "locks"]  # the lock scope's last
     names = list(MECHANISM.explore_configs)
     assert "scope" not in MECHANISM.explore_configs[names[0]]  # the default explore configuration is a dispatcher one
     # replayed in full before the broad, bounded dispatcher configurations
