@@ -73,6 +73,7 @@ from reference_impl.metadata import (
     RecordingSerde,
     SimFuture,
     Stat,
+    ThreadState,
     World,
     ZkBackend,
     current_thread_name,
@@ -138,6 +139,7 @@ class MetadataReference:
         """The harness's own record: the future each client call got back, in call order (MD-I4, MD-I5)."""
         self.cycle: list[list[str]] = []
         self.disagreement = ""
+        self._states: list[ThreadState] | None = None
 
     def close(self) -> None:
         """Dispose the world: unwind its suspended tasks now rather than whenever the GC frees them."""
@@ -162,7 +164,8 @@ class MetadataReference:
             client = self.clients[int(action["c"])]  # type: ignore[arg-type]
             client.execute(self._call(action), label=client_label(action))
             w.step(("run", client))
-        self.cycle = cycle_edges(w.wait_for_graph())
+        self._states = None
+        self.cycle = cycle_edges(w.wait_for_graph()) if _blocked(self.threads()) else []
         return None
 
     def _call(self, action: Action) -> Callable[[], object]:
@@ -193,10 +196,16 @@ class MetadataReference:
 
         return filed
 
+    def threads(self) -> list[ThreadState]:
+        """The threads' states since the last step, taken once: `vars` and `violations` both read them."""
+        if self._states is None:
+            self._states = self.world.thread_states()
+        return self._states
+
     def vars(self) -> dict[str, Json]:
         w, store = self.world, self.store
         threads: dict[str, Json] = {}
-        for t in w.thread_states():
+        for t in self.threads():
             if t.queued or t.current is not None:
                 threads[t.name] = {
                     "queue": list(t.queued),
@@ -226,10 +235,11 @@ class MetadataReference:
     def violations(self) -> list[str]:
         w, store, m = self.world, self.store, self.model
         out = [DIVERGENCE] if self.disagreement else []
-        if m.pip453 and not (_md_i1(m, self.serde) and _serde_queued_right(m, w)):
+        states = self.threads()
+        if m.pip453 and not (_md_i1(m, self.serde) and _serde_queued_right(m, states)):
             out.append("MD-I1")
         event = event_thread(m)
-        if not (_md_i2(w, m) and _notifications_queued_right(m, w) and all(t == event for t in self.heard)):
+        if not (_md_i2(w, m) and _notifications_queued_right(m, states) and all(t == event for t in self.heard)):
             out.append("MD-I2")
         if not _md_i3(w):
             out.append("MD-I3")
@@ -237,22 +247,28 @@ class MetadataReference:
         futures = [*self.ledger, *w.op_futures]
         if any(f.attempts > 1 for f in futures) or (quiescent and not all(f.done() for f in futures)):
             out.append("MD-I4")
-        blocked = any(t.blocked_on is not None for t in w.thread_states())
-        if cycle_edges(wait_for(m, w)) or (not w.can_progress() and (blocked or not all(f.done() for f in futures))):
+        blocked = _blocked(states)
+        if (blocked and cycle_edges(wait_for(m, states))) or (
+            not w.can_progress() and (blocked or not all(f.done() for f in futures))
+        ):
             out.append("MD-I5")
         if quiescent and not store.closed and not _md_i7(store, self.cache):
             out.append("MD-I7")
         return out
 
 
-def wait_for(model: MetadataModel, world: World) -> nx.DiGraph:
+def _blocked(states: list[ThreadState]) -> bool:
+    return any(t.blocked_on is not None for t in states)
+
+
+def wait_for(model: MetadataModel, states: list[ThreadState]) -> nx.DiGraph:
     """The wait-for graph by the spec's rules, not by the futures' own `completer`: a thread blocked on a lock
     waits for its holder (the scheduler's record); one blocked on an op future (a callback's join) waits
     for the thread the spec completes ops on, `<N>-event` (legacy `<N>`) on zk, and on the memory backend
     for itself, since a memory op is completed by its caller before the call returns."""
     locks = {model.flush_lock_name, *model.key_lock_names}
     g = nx.DiGraph()
-    for t in world.thread_states():
+    for t in states:
         if t.blocked_on is None:
             continue
         op_completer = t.name if model.memory else event_thread(model)
@@ -301,12 +317,12 @@ def _md_i1(model: MetadataModel, serde: RecordingSerde[Any]) -> bool:
     return True
 
 
-def _serde_queued_right(model: MetadataModel, world: World) -> bool:
+def _serde_queued_right(model: MetadataModel, states: list[ThreadState]) -> bool:
     """MD-I1 one step early: a cache serde task (`serialize(p)`, or `async:get(p)`, the decode continuation;
     only the cache submits async continuations) sits only on p's worker by the spec's hash, and a worker
     holds no task of another path."""
     prefix = f"{model.name}-worker-"
-    for t in world.thread_states():
+    for t in states:
         for label in (*t.queued, *((t.current,) if t.current else ())):
             path = _PATH_IN_LABEL.search(label)
             serde = label.startswith(("async:", "serialize("))
@@ -320,12 +336,12 @@ def event_thread(model: MetadataModel) -> str:
     return model.name if model.variant == "legacy" else f"{model.name}-event"
 
 
-def _notifications_queued_right(model: MetadataModel, world: World) -> bool:
+def _notifications_queued_right(model: MetadataModel, states: list[ThreadState]) -> bool:
     """MD-I2 one step early: a notification task (`notify:...`) is only ever queued on the event thread."""
     event = event_thread(model)
     return all(
         t.name == event
-        for t in world.thread_states()
+        for t in states
         for label in (*t.queued, *((t.current,) if t.current else ()))
         if label.startswith("notify:")
     )
