@@ -70,14 +70,18 @@ def _save_finding(
 
 
 
-def run_explorer(mechanism: Mechanism, variant: str, config_name: str, max_states: int | None) -> Exploration[Any]:
+def run_explorer(
+    mechanism: Mechanism, variant: str, config_name: str, max_states: int | None, *, symmetry: bool = False,
+    workers: int = 1,
+) -> Exploration[Any]:
     model = _model(mechanism, mechanism.explore_configs[config_name], variant)
     _progress(f"  explore {mechanism.name}/{variant}/{config_name}")
 
     def report(where: Progress) -> None:
         _progress(f"  explore {mechanism.name}/{variant}/{config_name}: {where.line()}")
 
-    result = explore(model, max_states=max_states, progress=report, terminal_ok=getattr(model, "terminal_ok", None))
+    result = explore(model, max_states=max_states, progress=report, terminal_ok=getattr(model, "terminal_ok", None),
+                     symmetry=symmetry, workers=workers)
     done = Progress(result.transitions, len(result.states), 0, result.max_depth, result.elapsed_s)
     _progress(f"  explore {mechanism.name}/{variant}/{config_name}: {'done' if result.complete else 'bounded'}: "
               f"{done.line()}")
@@ -441,12 +445,17 @@ def cmd_explore(args: argparse.Namespace) -> int:
     args.config = args.config or next(iter(mechanism.explore_configs))
     if args.config not in mechanism.explore_configs:
         raise UsageError(f"unknown config {args.config!r} (known: {', '.join(mechanism.explore_configs)})")
-    result = run_explorer(mechanism, variant, args.config, args.max_states)
-    print(f"{mechanism.name}/{variant}/{args.config}: {len(result.states)} states, {result.transitions} transitions, "
-          f"depth {result.max_depth}, {'complete' if result.complete else 'bounded'}, "
-          f"{result.states_per_second:,.0f} states/s")
-    print("coverage: " + ", ".join(f"{k}={v}" for k, v in sorted(result.coverage.items())))
+    result = run_explorer(mechanism, variant, args.config, args.max_states, symmetry=args.symmetry,
+                          workers=args.workers)
     model = _model(mechanism, mechanism.explore_configs[args.config], variant)
+    reduced = ""
+    if args.symmetry:
+        reduced = " (one per orbit of the model's symmetry)" if result.symmetry else " (no symmetry here)"
+    ended = "complete" if result.complete else "bounded"
+    print(f"{mechanism.name}/{variant}/{args.config}: {len(result.states)} states{reduced}, "
+          f"{result.transitions} transitions, depth {result.max_depth}, {ended}, "
+          f"{result.states_per_second:,.0f} states/s on {result.workers} process(es)")
+    print("coverage: " + ", ".join(f"{k}={v}" for k, v in sorted(result.coverage.items())))
     for finding in result.findings:
         path = _save_finding(
             Path(args.out), mechanism, model, finding.path, f"explorer[{args.config}]", None, finding

@@ -405,6 +405,12 @@ def _parser() -> argparse.ArgumentParser:
                            help="stop after this many distinct states (default: no bound)")
     explore_p.add_argument("--out", default="brokerspec-out",
                            help="where counterexample traces are written (default brokerspec-out)")
+    explore_p.add_argument("--symmetry", action="store_true",
+                           help="one state per orbit of the model's symmetry, where its configuration declares one "
+                                "(fewer states; the same verdicts and shortest counterexamples)")
+    explore_p.add_argument("--workers", type=_at_least(1), default=1,
+                           help="processes that share each level of the search (default 1); the result is the same "
+                                "for any number")
     explore_p.set_defaults(run=cmd_explore)
 
     replay_p = sub.add_parser("replay", help="replay a trace against the model or the reference")

@@ -115,7 +115,7 @@ class Exploration(Generic[S]):
     symmetry: bool = False
     """Whether states were deduplicated up to the model's symmetry (one state per orbit, edges to orbits)."""
     workers: int = 1
-    """The processes that expanded the states (1 where forking is unavailable or unsafe)."""
+    """The processes that expanded the states: 1 where forking is unavailable or unsafe, or no level was large."""
     _graph: nx.DiGraph | None = None
 
     @property
@@ -177,12 +177,11 @@ def explore(
     try:
         search = _Search(model, max_states, stop_on_violation, check_deadlock, terminal_ok, progress, record_labels,
                          symmetry)
-        processes = workers if workers > 1 and _can_fork() else 1
-        if processes > 1:
-            search.by_levels(processes)
+        if workers > 1 and _can_fork():
+            search.by_levels(workers)
         else:
             search.serial(None)
-        return search.result(check_liveness, processes)
+        return search.result(check_liveness)
     finally:
         if collecting:
             gc.enable()
@@ -258,6 +257,8 @@ class _Search(Generic[S]):
         self.stopped = False
         self.done = 0
         """The states expanded so far (the head of the queue)."""
+        self.workers = 1
+        """The processes that shared a level (1 until a level is large enough to share)."""
 
     def path_to(self, i: int) -> tuple[Action, ...]:
         parent, via = self.parent, self.via
@@ -510,14 +511,14 @@ class _Search(Generic[S]):
                     self.serial(end)
                     continue
                 if pool is None:
-                    pool = _Pool(self, workers)
+                    pool, self.workers = _Pool(self, workers), workers
                 pool.level(end)
             finished = not self.stopped
         finally:
             if pool is not None:
                 pool.close(finished)
 
-    def result(self, check_liveness: bool, workers: int) -> Exploration[S]:
+    def result(self, check_liveness: bool) -> Exploration[S]:
         result = Exploration(
             states=self.states,
             edges=(self.sources, self.targets),
@@ -530,7 +531,7 @@ class _Search(Generic[S]):
             tree_edges=self.tree_edges,
             labels=self.labels,
             symmetry=self.symmetry,
-            workers=workers,
+            workers=self.workers,
         )
         if check_liveness and self.complete and self.model.liveness:
             self.findings.extend(_liveness_findings(self.model, self.states, result.graph, self.path_to, self.depth))

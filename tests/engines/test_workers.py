@@ -21,7 +21,7 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Levels of a few dozen states are shared too, in chunks of a few states (many chunks, many levels)."""
     monkeypatch.setattr(explorer, "CHUNK", 5)
     monkeypatch.setattr(explorer, "LAST_CHUNK", 2)
-    monkeypatch.setattr(explorer, "PARALLEL_MIN", 8)
+    monkeypatch.setattr(explorer, "PARALLEL_MIN", 4)
 
 
 def _same(one: Exploration[Any], many: Exploration[Any]) -> None:
