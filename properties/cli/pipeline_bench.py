@@ -1,65 +1,62 @@
-"""Pipeline throughput: events/s of the SQL checks and the model replay on Spark vs one Python process.
+"""Pipeline throughput: events/s of each phase on Spark local[1], local[2] and one plain Python process.
 
 For `brokerspec bench --pipeline [EVENTS]`. JVM start is excluded (each master's session is started
-before its clock runs); ingest (read, quarantine, partition by key, sort, cache) is timed separately
-from the checks, so the SQL and replay figures are the checks themselves, each forced to completion
-with Spark's `noop` sink. The plain-Python baseline runs the same checks over the same file in this
-process: for Key_Shared, the SQL rules rewritten as one sweep per subscription and the very replay
-function the Spark tasks run; for the other logs, the sequence and early-offer checks and the
-lockstep replay. Key_Shared's replay is the client-record fast path (KS-I1, KS-I4, record validity)
-with the full model only for failing subscriptions, so the full model's own speed is measured too,
-on a sample of the subscriptions.
+before its clock runs); ingest (read, quarantine, partition by key, sort, cache: what `pipeline
+check` does before any check) is timed on its own, so the SQL and replay figures are the checks
+themselves, each forced to completion with Spark's `noop` sink, over the whole log. The plain-Python
+baseline runs the same checks over the same file in this process: the SQL rules as one sweep per
+partition, and the very replay function the Spark tasks run. Every mechanism has a conformance
+phase: each step of the log is the one the current model would make (topiclist and delayed through
+their compiled transitions, Key_Shared through the full pip379 model, as `pipeline check
+--conformance` runs it); Key_Shared's default replay, the client-record fast path, is its own phase.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import cast
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from properties import registry
 from properties.cli.bench import Section, write_markdown
 from properties.pipeline import keyshared_check, replay
-from properties.pipeline.check import replay_all, session, sql_checks
-from properties.pipeline.ingest import checkable, prepare, read_log
-from properties.pipeline.keyshared_log import Record, full_verdict, partition
-from properties.pipeline.schema import columns, spec
+from properties.pipeline.check import replay_all, session, spark_partitions, sql_checks
+from properties.pipeline.ingest import checkable, prepare, read_log, tally
+from properties.pipeline.schema import SPECS, spec
 from properties.pipeline.simulate import simulate
 
 SQL_GOAL = 500_000  # events/s on local[2]
 REPLAY_GOAL = 100_000  # events/s on local[2]
 MASTERS = ("local[1]", "local[2]")
-FULL_MODEL_SAMPLE = 50  # Key_Shared subscriptions replayed through the full model for its figure
-PHASES = (("ingest", "ingest: read, quarantine, partition, sort, cache", None),
-          ("sql", "SQL window checks", SQL_GOAL),
-          ("replay", "model replay", REPLAY_GOAL))
+MECHANISMS = tuple(SPECS)
+Phase = tuple[str, str, int | None]
+INGEST: Phase = ("ingest", "ingest: read, quarantine, partition, sort, cache", None)
+SQL: Phase = ("sql", "SQL window checks", SQL_GOAL)
+CLIENT: Phase = ("replay", "client-record replay (default check)", REPLAY_GOAL)
+CONFORMANCE: Phase = ("conformance", "full-model conformance replay", REPLAY_GOAL)
 RUNS = {
-    "ingest": "Spark: read (JSON lines parsed and type-checked per column), quarantine reasons, repartition by key, "
-              "mark duplicates, sort by seq, cache; "
-              "Python: read the whole file into Arrow",
-    "sql": "LOG-SEQ and the mechanism's window checks (keyshared: KS-I1 holds, KS-I4 first-delivery order, "
-           "LOG-ID); Python: the same rules, one sweep per partition",
+    "ingest": "Spark: read (JSON text parsed and type-checked per column, the SQL checks' values extracted), "
+              "quarantine reasons, repartition by key, mark duplicates, sort by seq, cache; Python: read the whole "
+              "file into Arrow",
+    "sql": "LOG-SEQ and the mechanism's window checks (delayed: DD-I1; keyshared: KS-I1 holds, KS-I4 "
+           "first-delivery order, LOG-ID); Python: the same rules, one sweep per partition",
     "replay": "keyshared: the client-record fast path (KS-I1, KS-I4, record validity), the full model only for "
-              "failing subscriptions, in mapInArrow tasks or in this process; others: lockstep through the model",
+              "failing subscriptions, in mapInArrow tasks or in this process",
+    "conformance": "every step the one the current model makes, on the whole log: topiclist and delayed through "
+                   "their compiled transitions (the full model only for a failing partition), keyshared through "
+                   "the full pip379 model (`pipeline check --conformance`)",
 }
 
 
-def _keyshared_python(path: Path) -> tuple[set[int], dict[str, float]]:
-    started = time.perf_counter()
-    table = keyshared_check.read_table(path)
-    ingest = time.perf_counter()
-    bad = {k for k, _, _ in keyshared_check.python_sql_checks(table)}
-    sql = time.perf_counter()
-    bad |= set(keyshared_check.python_replay(table))
-    return bad, {"ingest": ingest - started, "sql": sql - ingest, "replay": time.perf_counter() - sql}
+def phases(mechanism: str) -> tuple[Phase, ...]:
+    """What the bench measures for `mechanism`, in order."""
+    return (INGEST, SQL, CLIENT, CONFORMANCE) if mechanism == "keyshared" else (INGEST, SQL, CONFORMANCE)
 
 
 def _python_sql(mechanism: str, table: pa.Table) -> set[int]:
@@ -67,8 +64,8 @@ def _python_sql(mechanism: str, table: pa.Table) -> set[int]:
     key = spec(mechanism).key
     ordered = table.sort_by([(key, "ascending"), ("seq", "ascending")])
     keys = np.asarray(ordered.column(key))
-    seq, action, params, observation, vars_ = (ordered.column(c).to_pylist()
-                                               for c in ("seq", "action", "params", "observation", "vars"))
+    seq = ordered.column("seq").to_pylist()
+    action, params, observation, vars_ = (replay.strings(ordered.column(c)) for c in replay.LOGGED)
     tick = int(cast(int, registry.get("delayed").hypothesis_configs[spec("delayed").config_name]["tick"]))
     bad: set[int] = set()
     for lo, hi in replay.runs(keys):
@@ -93,36 +90,53 @@ def _python_sql(mechanism: str, table: pa.Table) -> set[int]:
 
 def python_checks(mechanism: str, path: Path) -> tuple[set[int], dict[str, float]]:
     """The pipeline's checks in one plain Python process: violating keys and seconds per phase."""
+    started = time.perf_counter()
+    seconds: dict[str, float] = {}
     if mechanism == "keyshared":
-        return _keyshared_python(path)
-    started = time.perf_counter()
-    table = replay.read_log_table(mechanism, path)
-    ingest = time.perf_counter()
-    bad = _python_sql(mechanism, table)
-    sql = time.perf_counter()
-    bad |= set(replay.python_replay(mechanism, table))
-    return bad, {"ingest": ingest - started, "sql": sql - ingest, "replay": time.perf_counter() - sql}
-
-
-def _full_model_rate(path: Path, sample: int) -> tuple[float, int]:
-    """Key_Shared events/s of the full model (pip379, every delivery compared with the log's) over the
-    first `sample` subscriptions (the first row group holds whole subscriptions, as `simulate` writes
-    it), and how many subscriptions that was."""
-    table = pq.ParquetFile(path).read_row_group(0).select(list(columns("keyshared")))
-    by_key: dict[int, list[Record]] = defaultdict(list)
-    for row in table.to_pylist():
-        by_key[int(row["subscription"])].append(cast(Record, tuple(row.values())))
-    chosen = sorted(by_key)[:sample]
-    started = time.perf_counter()
-    for k in chosen:
-        if full_verdict(partition(by_key[k]), "pip379").step is not None:
-            raise ValueError(f"{path}: subscription {k} does not follow pip379; bench a clean log")
-    return sum(len(by_key[k]) for k in chosen) / (time.perf_counter() - started), len(chosen)
+        table = keyshared_check.read_table(path)
+        seconds["ingest"] = time.perf_counter() - started
+        checks: list[tuple[str, Callable[[], set[int]]]] = [
+            ("sql", lambda: {k for k, _, _ in keyshared_check.python_sql_checks(table)}),
+            ("replay", lambda: set(keyshared_check.python_replay(table))),
+            ("conformance", lambda: set(keyshared_check.python_replay(table, conformance=True))),
+        ]
+    else:
+        table = replay.read_log_table(mechanism, path)
+        seconds["ingest"] = time.perf_counter() - started
+        checks = [("sql", lambda: _python_sql(mechanism, table)),
+                  ("conformance", lambda: set(replay.python_replay(mechanism, table)))]
+    bad: set[int] = set()
+    for phase, run in checks:
+        started = time.perf_counter()
+        bad |= run()
+        seconds[phase] = time.perf_counter() - started
+    return bad, seconds
 
 
 def _run(frame: DataFrame) -> None:
     """Compute every row of `frame` and throw them away (Spark's `noop` sink): what a check costs."""
     frame.write.format("noop").mode("overwrite").save()
+
+
+def _spark_seconds(spark: SparkSession, mechanism: str, log: Path) -> tuple[int, dict[str, float]]:
+    """Valid records and seconds per phase on `spark`, ingest as `pipeline check` does it."""
+    started = time.perf_counter()
+    raw = read_log(spark, mechanism, log).cache()
+    counts, _ = tally(spark, raw)
+    prepared = prepare(mechanism, raw, spark_partitions(spark, counts.get(None, 0))).cache()
+    valid = checkable(mechanism, prepared)
+    n = valid.count()
+    raw.unpersist()
+    seconds = {"ingest": time.perf_counter() - started}
+    checks = {"sql": sql_checks(mechanism, valid), "conformance": replay_all(mechanism, valid, conformance=True)}
+    if mechanism == "keyshared":
+        checks["replay"] = replay_all(mechanism, valid)
+    for phase, _, _ in phases(mechanism)[1:]:
+        started = time.perf_counter()
+        _run(checks[phase])
+        seconds[phase] = time.perf_counter() - started
+    prepared.unpersist()
+    return n, seconds
 
 
 def bench_pipeline(
@@ -145,78 +159,108 @@ def bench_pipeline(
             raise ValueError(f"a Spark session on {running.sparkContext.master} is running; cannot measure {master}")
         spark = running or session(master)
         say(f"bench pipeline {mechanism}: {master}")
-        started = time.perf_counter()
-        prepared = prepare(mechanism, read_log(spark, mechanism, log)).cache()
-        valid = checkable(mechanism, prepared)
-        n = valid.count()
-        ingested = time.perf_counter()
-        _run(sql_checks(mechanism, valid))
-        checked = time.perf_counter()
-        _run(replay_all(mechanism, valid))
-        replayed = time.perf_counter()
-        prepared.unpersist()
+        n, seconds = _spark_seconds(spark, mechanism, log)
         if running is None:
             spark.stop()  # one SparkContext per process: the next master needs a fresh one
-        for phase, spent in (("ingest", ingested - started), ("sql", checked - ingested),
-                             ("replay", replayed - checked)):
+        for phase, spent in seconds.items():
             out[f"{master}_{phase}_events_per_s"] = round(n / spent)
     say(f"bench pipeline {mechanism}: one Python process")
     _, seconds = python_checks(mechanism, log)
     for phase, elapsed in seconds.items():
         out[f"python_{phase}_events_per_s"] = round(events / elapsed) if elapsed else 0
-    if mechanism == "keyshared":
-        say(f"bench pipeline {mechanism}: full model on {FULL_MODEL_SAMPLE} subscriptions")
-        rate, out["python_full_model_subscriptions"] = _full_model_rate(log, FULL_MODEL_SAMPLE)
-        out["python_full_model_events_per_s"] = round(rate)
-    last = masters[-1]
-    for phase, _, goal in PHASES:
-        spark_rate = cast(int, out[f"{last}_{phase}_events_per_s"])
+    first, last = masters[0], masters[-1]
+    for phase, _, goal in phases(mechanism):
+        rate = cast(int, out[f"{last}_{phase}_events_per_s"])
         if goal is not None:
-            out[f"{last}_{phase}_vs_goal"] = round(spark_rate / goal, 2)
+            out[f"{last}_{phase}_vs_goal"] = round(rate / goal, 2)
         baseline = cast(int, out[f"python_{phase}_events_per_s"])
-        out[f"{last}_{phase}_vs_python"] = round(spark_rate / baseline, 2) if baseline else 0
+        out[f"{last}_{phase}_vs_python"] = round(rate / baseline, 2) if baseline else 0
+        if last != first:
+            alone = cast(int, out[f"{first}_{phase}_events_per_s"])
+            out[f"{last}_{phase}_vs_{first}"] = round(rate / alone, 2) if alone else 0
     return out
 
 
 def _rows(result: dict[str, object], masters: Sequence[str]) -> list[list[object]]:
-    """The table: one row per phase, events/s per engine, and the last master against the goal and Python."""
-    last = masters[-1]
+    """The table: one row per phase, events/s per engine, and the last master against the first, Python and
+    the goal, saying whether the goal is met."""
+    first, last = masters[0], masters[-1]
     rows: list[list[object]] = []
-    for phase, label, goal in PHASES:
-        if phase == "replay" and result["mechanism"] == "keyshared":
-            label = f"{label} (client-record fast path)"
+    for phase, label, goal in phases(str(result["mechanism"])):
         rates = [f"{cast(int, result[f'{m}_{phase}_events_per_s']):,}" for m in (*masters, "python")]
-        versus_goal = f"{result[f'{last}_{phase}_vs_goal']}× of {goal:,}" if goal is not None else "-"
-        rows.append([label, *rates, versus_goal, f"{result[f'{last}_{phase}_vs_python']}×"])
-    if "python_full_model_events_per_s" in result:
-        rows.append([f"full model lockstep ({result['python_full_model_subscriptions']} subscriptions)",
-                     *["-"] * len(masters),
-                     f"{cast(int, result['python_full_model_events_per_s']):,}", "-", "-"])
+        scaling = [f"{result[f'{last}_{phase}_vs_{first}']}×"] if last != first else []
+        if goal is None:
+            versus_goal, verdict = "-", "-"
+        else:
+            ratio = cast(float, result[f"{last}_{phase}_vs_goal"])
+            versus_goal, verdict = f"{ratio}× of {goal:,}", "met" if ratio >= 1 else "NOT MET"
+        rows.append([label, *rates, *scaling, f"{result[f'{last}_{phase}_vs_python']}×", versus_goal, verdict])
     return rows
+
+
+def _headers(masters: Sequence[str]) -> list[str]:
+    first, last = masters[0], masters[-1]
+    scaling = [f"{last} / {first}"] if last != first else []
+    return ["phase", *(f"{m} events/s" for m in masters), "python events/s", *scaling, f"{last} / python",
+            f"{last} / goal", "goal"]
+
+
+def _plot(path: Path, result: dict[str, object], masters: Sequence[str]) -> Path:
+    """Events/s per phase (log scale), one bar per engine, the goal as a black tick on its phase."""
+    from matplotlib.figure import Figure
+
+    shown = phases(str(result["mechanism"]))
+    engines = [*masters, "python"]
+    figure = Figure(figsize=(9, 1.5 + 0.9 * len(shown)), dpi=100)
+    axes = figure.add_subplot()
+    height = 0.8 / len(engines)
+    highest = 1
+    for e, engine in enumerate(engines):
+        rates = [max(1, cast(int, result[f"{engine}_{phase}_events_per_s"])) for phase, _, _ in shown]
+        positions = [i + (e - (len(engines) - 1) / 2) * height for i in range(len(shown))]
+        axes.barh(positions, rates, height=height, label=engine)
+        highest = max(highest, *rates)
+        for y, rate in zip(positions, rates, strict=True):
+            axes.text(rate, y, f" {rate:,}", va="center", fontsize="x-small")
+    for i, (_, _, goal) in enumerate(shown):
+        if goal is not None:
+            axes.plot([goal, goal], [i - 0.45, i + 0.45], color="black", linewidth=2)
+    axes.set_yticks(range(len(shown)), [label for _, label, _ in shown], fontsize="small")
+    axes.set_xscale("log")
+    axes.set_xlim(right=max(highest, SQL_GOAL) * 6)
+    axes.invert_yaxis()
+    axes.set_xlabel("events/s (log scale; black tick: the goal on local[2])")
+    axes.set_title(f"pipeline {result['mechanism']}: {cast(int, result['events']):,} events")
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    figure.tight_layout()
+    figure.savefig(path)
+    return path
 
 
 def pipeline_bench(mechanisms: Sequence[str], events: int, folder: Path, *, seed: int = 0, as_json: bool = False,
                    masters: Sequence[str] = MASTERS, progress: Callable[[str], None] | None = None) -> str:
-    """`brokerspec bench --pipeline`: measure each mechanism's pipeline on an `events`-event log (made once
-    under `folder/logs/` and reused), write `folder/pipeline-<mechanism>.md`, and return the report text."""
+    """`brokerspec bench --pipeline`: measure each mechanism's pipeline on an `events`-event Parquet log (made
+    once under `folder/logs/` and reused), write `folder/pipeline-<mechanism>.md` and its plot, and return
+    the report text."""
     results: list[dict[str, object]] = []
     text: list[str] = []
     for mechanism in mechanisms:
         spec(mechanism)
-        suffix = ".parquet" if mechanism == "keyshared" else ".jsonl"
-        log = folder / "logs" / f"{mechanism}-{events}-seed{seed}{suffix}"
+        log = folder / "logs" / f"{mechanism}-{events}-seed{seed}.parquet"
         result = bench_pipeline(mechanism, events, log=log, masters=masters, seed=seed, progress=progress)
         results.append(result)
+        headers, rows = _headers(masters), _rows(result, masters)
         last = masters[-1]
-        headers = ["phase", *(f"{m} events/s" for m in masters), "python events/s", f"{last} vs goal",
-                   f"{last} vs python"]
-        rows = _rows(result, masters)
-        summary = (f"{events:,} events: {last} SQL {result[f'{last}_sql_vs_goal']}× and replay "
-                   f"{result[f'{last}_replay_vs_goal']}× of the goals ({SQL_GOAL:,} and {REPLAY_GOAL:,} events/s).")
+        goals = [(label, result[f"{last}_{phase}_vs_goal"]) for phase, label, goal in phases(mechanism) if goal]
+        summary = (f"{events:,} events on {last}: " + ", ".join(f"{label} {ratio}×" for label, ratio in goals)
+                   + f" of the goals ({SQL_GOAL:,} SQL, {REPLAY_GOAL:,} replay events/s); "
+                   + ("every goal met." if all(cast(float, r) >= 1 for _, r in goals) else "NOT every goal met."))
+        folder.mkdir(parents=True, exist_ok=True)
+        plot = _plot(folder / f"pipeline-{mechanism}.png", result, masters)
         page = write_markdown(folder, f"pipeline-{mechanism}",
-                              [Section("Throughput (one run, JVM start excluded)", headers, rows),
+                              [Section("Throughput (one run, JVM start excluded)", headers, rows, [plot]),
                                Section("What each phase runs", ["phase", "runs"],
-                                       [[label, RUNS[phase]] for phase, label, _ in PHASES]),
+                                       [[label, RUNS[phase]] for phase, label, _ in phases(mechanism)]),
                                Section("All measurements", ["measure", "value"],
                                        [[f"`{k}`", v] for k, v in result.items()])],
                               title=f"bench: pipeline {mechanism}", summary=summary)
@@ -225,5 +269,5 @@ def pipeline_bench(mechanisms: Sequence[str], events: int, folder: Path, *, seed
         table: list[Sequence[object]] = [headers, *rows]
         widths = [max(len(str(r[i])) for r in table) for i in range(len(headers))]
         text.append(f"pipeline {mechanism}: {events:,} events ({log})")
-        text += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in table]
+        text += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
     return json.dumps(results, indent=1) if as_json else "\n".join(text)

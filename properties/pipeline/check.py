@@ -144,14 +144,26 @@ def _rows(frame: DataFrame) -> list[dict[str, Any]]:
     return [row.asDict() for row in frame.collect()]
 
 
+TASK_RECORDS = 250_000
+"""Records per Spark task at most (beyond the session's shuffle partitions): a task reports its records
+replayed when it ends, and short tasks also even out the load."""
+
+
+def spark_partitions(spark: SparkSession, records: int) -> int:
+    """Spark partitions for `records` valid records: the session's shuffle partitions, more for a large log."""
+    return max(int(spark.conf.get("spark.sql.shuffle.partitions") or 8), -(-records // TASK_RECORDS))
+
+
 class Heartbeat:
-    """Reports, every `every` seconds while a check runs, Spark's stages done and the records replayed so far,
-    so a long run shows it is alive and how far it got."""
+    """Reports, every `every` seconds while a check runs, Spark's stages done and the records replayed so far
+    (of `total`, once ingest has counted them), so a long run shows it is alive and how far it got. A
+    task adds its records when it ends: `TASK_RECORDS` keeps tasks short enough for the count to move."""
 
     def __init__(self, spark: SparkSession, say: Progress, replayed: Accumulator[int], every: float = 5.0) -> None:
         self._context = spark.sparkContext
         self._group = f"brokerspec-pipeline-check-{id(self)}"
         self._say, self._replayed, self._every = say, replayed, every
+        self.total: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="pipeline-progress", daemon=True)
 
@@ -172,7 +184,8 @@ class Heartbeat:
         stages = [tracker.getStageInfo(s) for job in jobs if job is not None for s in job.stageIds]
         done = sum(1 for s in stages if s is not None and 0 < s.numTasks <= s.numCompletedTasks)
         running = sum(1 for s in stages if s is not None and s.numActiveTasks > 0)
-        return f"progress: {done} Spark stages done, {running} running, {self._replayed.value} records replayed"
+        replayed = f"{self._replayed.value:,}" + (f"/{self.total:,}" if self.total is not None else "")
+        return f"progress: {done} Spark stages done, {running} running, {replayed} records replayed"
 
     def _beat(self) -> None:
         while not self._stop.wait(self._every):
@@ -224,9 +237,10 @@ def check(
         (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
         raise
     replayed = spark.sparkContext.accumulator(0)
-    with Heartbeat(spark, say, replayed, every) if progress is not None else contextlib.nullcontext():
+    heartbeat = Heartbeat(spark, say, replayed, every) if progress is not None else None
+    with heartbeat or contextlib.nullcontext():
         try:
-            _check(mechanism, input_path, out, spark, say, summary, conformance, replayed)
+            _check(mechanism, input_path, out, spark, say, summary, conformance, replayed, heartbeat)
         except UnusableInput as exc:
             summary["unusable"] = str(exc)
     summary["elapsed_s"] = round(time.perf_counter() - started, 3)
@@ -237,13 +251,14 @@ def check(
 
 
 def _check(mechanism: str, input_path: Path, out: Path, spark: SparkSession, say: Progress,
-           summary: dict[str, Any], conformance: bool, replayed: Accumulator[int]) -> None:
+           summary: dict[str, Any], conformance: bool, replayed: Accumulator[int],
+           heartbeat: Heartbeat | None) -> None:
     """`check`'s work, filling `summary` in as it goes (so an unusable input still leaves one)."""
     log = spec(mechanism)
     say(f"pipeline {mechanism}: reading {input_path}")
     raw = read_log(spark, mechanism, input_path).cache()
     counts, blocks = tally(spark, raw)
-    prepared = prepare(mechanism, raw).cache()
+    prepared = prepare(mechanism, raw, spark_partitions(spark, counts.get(None, 0))).cache()
     kind = log.fields[1][0]  # the action (or event) column
     tallied = _rows(prepared.groupBy(kind, "duplicate").count())
     duplicates = sum(int(r["count"]) for r in tallied if r["duplicate"])
@@ -255,6 +270,8 @@ def _check(mechanism: str, input_path: Path, out: Path, spark: SparkSession, say
     reasons = {str(reason): n for reason, n in sorted(counts.items(), key=lambda item: str(item[0]))
                if reason is not None}
     checked = counts.get(None, 0)
+    if heartbeat is not None:
+        heartbeat.total = checked
     summary.update(records=sum(counts.values()), checked=checked, quarantined=sum(reasons.values()),
                    quarantine_reasons=reasons, coverage=coverage)
     shutil.rmtree(out / "quarantine", ignore_errors=True)  # a rerun into the same folder leaves nothing stale

@@ -24,7 +24,7 @@ import json
 from collections.abc import Sequence
 
 from models.delayed import NO_DELAY, DelayedModel
-from properties.engines.lockstep import same_values
+from properties.pipeline.records import same_json
 
 _ARGS = {"add": ("ledger", "entry", "deliver_at"), "advance": ("now",), "get_scheduled": ("limit",)}
 _NAMES = frozenset(("add", "advance", "get_scheduled", "fire", "run", "should_pause", "clear"))
@@ -95,13 +95,13 @@ class DelayedReplay:
             name = action[i]
             try:
                 predicted = self.step(name, params[i])
-                if predicted is not None and predicted != observation[i] and not _same_json(predicted, observation[i]):
+                if predicted is not None and predicted != observation[i] and not same_json(predicted, observation[i]):
                     return i - lo + 1
                 if name != "advance" and (self.broken or not self.timer_ok()
                                           or (self.dirty and not self.tracked_consistent())):
                     return i - lo + 1
                 text = self.vars_text()
-                if text != vars_[i] and not _same_json(text, vars_[i]):
+                if text != vars_[i] and not same_json(text, vars_[i]):
                     return i - lo + 1
             except Exception:  # _Leaves, or anything in the record the model would not take
                 return i - lo + 1
@@ -391,8 +391,3 @@ class DelayedReplay:
         return f'{{"delivered": [{delivered}], "offered": [{offered}]}}'
 
 
-
-def _same_json(canonical: str, logged: str | None) -> bool:
-    """Whether a logged text that is not the canonical one holds the same values, as the lockstep compares
-    them (`same_values` on the parsed JSON)."""
-    return logged is not None and same_values(json.loads(canonical), json.loads(logged))

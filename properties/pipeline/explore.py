@@ -22,7 +22,8 @@ from properties import registry
 from properties.engines.lockstep import Lockstep
 from properties.engines.replay import record
 from properties.engines.shrink import failure_oracle, shrink
-from properties.pipeline.replay import action_of, model
+from properties.pipeline.records import action_of
+from properties.pipeline.replay import model
 from traces.format import save
 
 

@@ -134,14 +134,15 @@ def read_log(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:
     return (_read_parquet if _is_parquet(path) else _read_json)(spark, mechanism, path)
 
 
-def prepare(mechanism: str, raw: DataFrame) -> DataFrame:
+def prepare(mechanism: str, raw: DataFrame, partitions: int | None = None) -> DataFrame:
     """The checkable records, marked `duplicate` when an earlier one (in file order) has the same key and
-    seq, one partition's records together (hash-partitioned by the key) and sorted by seq, then file order,
-    within each Spark partition: what the window checks and the replay read (through `checkable`)."""
+    seq, one partition's records together (hash-partitioned by the key into `partitions` Spark partitions,
+    default the session's shuffle partitions) and sorted by seq, then file order, within each Spark
+    partition: what the window checks and the replay read (through `checkable`)."""
     key = spec(mechanism).key
     first = Window.partitionBy(key, "seq").orderBy(*PLACE)
-    return (raw.where(F.col("reason").isNull()).select(*columns(mechanism), *extracted(mechanism), *PLACE)
-            .repartition(key)
+    valid = raw.where(F.col("reason").isNull()).select(*columns(mechanism), *extracted(mechanism), *PLACE)
+    return ((valid.repartition(partitions, key) if partitions else valid.repartition(key))
             .withColumn("duplicate", F.row_number().over(first) > 1).sortWithinPartitions(key, "seq", *PLACE))
 
 

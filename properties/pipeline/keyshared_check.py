@@ -259,11 +259,11 @@ def read_table(path: Path) -> pa.Table:
     return pj.read_json(path, parse_options=options)
 
 
-def python_replay(table: pa.Table) -> dict[int, str]:
+def python_replay(table: pa.Table, conformance: bool = False) -> dict[int, str]:
     """The same replay in this process, over a whole log (the bench's baseline): failing subscriptions."""
     ordered = table.sort_by([(KEY, "ascending"), ("seq", "ascending")])
     failing: dict[int, str] = {}
-    for verdicts in replay_batches(iter(ordered.to_batches(max_chunksize=_BATCH))):
+    for verdicts in replay_batches(iter(ordered.to_batches(max_chunksize=_BATCH)), conformance):
         for row in verdicts.to_pylist():
             if row["step"] is not None:
                 failing[int(row["key"])] = str(row["failures"])

@@ -29,13 +29,16 @@ from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType
 
-from models.core import Action, ActionNotEnabled, Json, Model, Observation, Param
+from models.core import Action, ActionNotEnabled, Json, Model, Observation
 from models.delayed import DelayedModel
+from models.topiclist import TopicListModel
 from properties import registry
 from properties.engines.lockstep import DIVERGENCE, Lockstep
 from properties.pipeline.delayed_replay import DelayedReplay
+from properties.pipeline.records import action_of
 from properties.pipeline.schema import spec
 from properties.pipeline.simulate import model as build_model
+from properties.pipeline.topiclist_replay import TopicListReplay
 
 REPLAY_SCHEMA = "key long, events long, step long, failures string, detail string, explained_by string"
 LOGGED = ("action", "params", "observation", "vars")
@@ -46,15 +49,6 @@ LOGGED = ("action", "params", "observation", "vars")
 def model(mechanism: str, variant: str) -> Model[Any]:
     """Models are pure, so one per (mechanism, variant) serves every partition a worker replays."""
     return build_model(mechanism, variant)
-
-
-def _param(value: Any) -> Param:
-    return tuple(_param(v) for v in value) if isinstance(value, list) else cast(Param, value)
-
-
-def action_of(name: str, params: str) -> Action:
-    """The logged action, with arrays back as tuples so it equals what the model enumerates."""
-    return Action(name, tuple(sorted((k, _param(v)) for k, v in json.loads(params).items())))
 
 
 class LoggedImplementation:
@@ -162,6 +156,11 @@ def fast_replay(mechanism: str) -> FastReplay:
     current = model(mechanism, registry.get(mechanism).current)
     if mechanism == "delayed":
         return DelayedReplay(cast(DelayedModel, current))
+    if mechanism == "topiclist":
+        try:
+            return TopicListReplay(cast(TopicListModel, current))
+        except ValueError:  # a model other than the one compiled: its invariants changed
+            return FullReplay(current)
     return FullReplay(current)
 
 

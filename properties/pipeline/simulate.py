@@ -12,9 +12,12 @@ itself (`keyshared_sim`).
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,8 @@ from properties.pipeline import keyshared_sim
 from properties.pipeline.schema import columns, spec
 
 _FAULT_ATTEMPTS = 500
+_CHUNK = 200  # partitions per worker task and per Parquet row group
+_POOL_THRESHOLD = 100_000  # events; below this, one process beats starting workers
 
 
 @dataclass(frozen=True)
@@ -153,26 +158,68 @@ def simulate(
     if any(not 0 <= k < partitions for k in chosen):
         raise ValueError(f"faulted partitions must lie in 0..{partitions - 1}")
 
-    def all_records() -> Iterator[dict[str, Any]]:
-        for key in range(partitions):
-            length = events // partitions + (1 if key < events % partitions else 0)
-            yield from partition_records(mechanism, key, length, seed, fault if key in chosen else None)
-            if progress is not None and (key + 1) % max(1, partitions // 10) == 0:
-                progress(f"simulate {mechanism}: {key + 1}/{partitions} partitions")
-
     out.parent.mkdir(parents=True, exist_ok=True)
-    names = columns(mechanism)
     if mechanism == "keyshared":
         lines = keyshared_sim.write(out, events, partitions, seed, fault, chosen, progress)
         required = "event"
     else:
-        records = list(all_records())
-        if parquet:
-            pq.write_table(pa.table({name: [r[name] for r in records] for name in names}), out)
-        lines = [] if parquet else [json.dumps({name: r[name] for name in names}) for r in records]
+        lines = _write_actions(mechanism, out, events, partitions, seed, fault, chosen, keep=bool(corrupt),
+                               progress=progress)
         required = "action"
     corrupt_lines = 0
-    if not parquet:
+    if lines:
         lines, corrupt_lines = _corrupt(lines, corrupt, random.Random(f"{seed}:corrupt"), required)
         out.write_text("\n".join(lines) + "\n")
     return Simulation(out, events, partitions, chosen, corrupt_lines)
+
+
+def _chunk(mechanism: str, keys: Sequence[int], lengths: Sequence[int], seed: int, fault: str | None,
+           faulted: Sequence[int]) -> list[dict[str, Any]]:
+    return [r for key, length in zip(keys, lengths, strict=True)
+            for r in partition_records(mechanism, key, length, seed, fault if key in faulted else None)]
+
+
+def _chunks(mechanism: str, events: int, partitions: int, seed: int, fault: str | None, faulted: Sequence[int],
+            progress: Any = None) -> Iterator[list[dict[str, Any]]]:
+    """Records in partition order, `_CHUNK` partitions at a time, made by one spawned worker per core for a
+    big log (each partition is seeded by its key, so the bytes do not depend on the workers)."""
+    lengths = [events // partitions + (1 if key < events % partitions else 0) for key in range(partitions)]
+    tasks = [(range(start, min(start + _CHUNK, partitions)), lengths[start:start + _CHUNK])
+             for start in range(0, partitions, _CHUNK)]
+    workers = min(os.cpu_count() or 1, len(tasks))
+
+    def report(done: int) -> None:
+        if progress is not None and (done % max(1, len(tasks) // 10) == 0 or done == len(tasks)):
+            progress(f"simulate {mechanism}: {min(done * _CHUNK, partitions)}/{partitions} partitions")
+
+    if events < _POOL_THRESHOLD or workers < 2:
+        for done, (keys, lens) in enumerate(tasks, start=1):
+            yield _chunk(mechanism, keys, lens, seed, fault, faulted)
+            report(done)
+        return
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:  # spawn: no forked JVM threads
+        futures = [pool.submit(_chunk, mechanism, keys, lens, seed, fault, faulted) for keys, lens in tasks]
+        for done, future in enumerate(futures, start=1):
+            yield future.result()
+            report(done)
+
+
+def _write_actions(mechanism: str, out: Path, events: int, partitions: int, seed: int, fault: str | None,
+                   faulted: Sequence[int], *, keep: bool, progress: Any = None) -> list[str]:
+    """Write a model-action log as it is made (Parquet: one row group per chunk; JSON lines), or, with `keep`
+    (malformed lines are to be added among them), return its JSON lines for the caller to write."""
+    names = columns(mechanism)
+    parts = _chunks(mechanism, events, partitions, seed, fault, faulted, progress)
+    if out.suffix == ".parquet":
+        schema = pa.schema([(name, pa.int64() if name in (spec(mechanism).key, "seq") else pa.string())
+                            for name in names])
+        with pq.ParquetWriter(out, schema) as writer:
+            for chunk in parts:
+                writer.write_table(pa.table({name: [r[name] for r in chunk] for name in names}, schema=schema))
+        return []
+    if keep:
+        return [json.dumps({name: r[name] for name in names}) for chunk in parts for r in chunk]
+    with out.open("w") as file:
+        for chunk in parts:
+            file.write("".join(json.dumps({name: r[name] for name in names}) + "\n" for r in chunk))
+    return []

@@ -16,7 +16,7 @@ from properties.pipeline.replay import Records, fast_replay, model, python_repla
 from properties.pipeline.schema import spec
 from properties.pipeline.simulate import simulate
 
-COMPILED = ("delayed",)
+COMPILED = ("delayed", "topiclist")
 ODD_VALUES: tuple[Any, ...] = ("x", None, [1], -1, 0, 10**6, {"a": 1})
 """Parameter values a mutation writes: wrong types and out-of-range ints. (Not `true` or `1.0`: the
 full model caches parsed actions by equality, and `1 == True == 1.0`, so whether it takes those

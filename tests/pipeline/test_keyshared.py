@@ -132,16 +132,19 @@ def test_each_sql_rule_fires_on_its_own_case_and_nowhere_else(spark: SparkSessio
     assert found == [(0, 5, "KS-I4"), (1, 6, "KS-I1"), (2, 2, "LOG-ID")] == python_sql_checks(read_table(log))
 
 
-def test_bench_produces_the_table_and_its_page(spark: SparkSession, tmp_path: Path) -> None:
+def test_bench_produces_the_table_its_page_and_its_plot(spark: SparkSession, tmp_path: Path) -> None:
     text = pipeline_bench(["keyshared"], 4000, tmp_path, masters=(str(spark.sparkContext.master),))
     lines = text.splitlines()
     assert lines[0].startswith("pipeline keyshared: 4,000 events")
     assert [line.split("  ")[0] for line in lines[2:]] == [
         "ingest: read, quarantine, partition, sort, cache", "SQL window checks",
-        "model replay (client-record fast path)", "full model lockstep (4 subscriptions)"]
-    assert "× of 500,000" in lines[3] and "× of 100,000" in lines[4]
+        "client-record replay (default check)", "full-model conformance replay"]
+    assert "× of 500,000" in lines[3] and "× of 100,000" in lines[4] and "× of 100,000" in lines[5]
+    assert all(line.endswith(("met", "NOT MET")) for line in lines[3:])
     page = (tmp_path / "pipeline-keyshared.md").read_text()
     assert "| SQL window checks |" in page and "pipeline-keyshared.md" in (tmp_path / "README.md").read_text()
+    assert "![pipeline-keyshared](pipeline-keyshared.png)" in page
+    assert (tmp_path / "pipeline-keyshared.png").stat().st_size > 0
 
 
 def test_conformance_replays_every_subscription_through_pip379_and_flags_a_log_that_leaves_it(

@@ -131,4 +131,4 @@ def test_plain_python_baseline_agrees_with_spark(delayed_fault: tuple[Any, dict[
     sim, summary = delayed_fault
     bad, seconds = python_checks("delayed", sim.path)
     assert sorted(bad) == summary["violating_partitions"] == list(FAULTED)
-    assert set(seconds) == {"ingest", "sql", "replay"}
+    assert set(seconds) == {"ingest", "sql", "conformance"}

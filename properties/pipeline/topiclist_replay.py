@@ -1,0 +1,346 @@
+"""The topic-list limiter model's transition, compiled for the pipeline's conformance replay.
+
+The flows scope of `models.topiclist` is too large to write twice, and its operations are the spec;
+what makes the full replay slow is around them: every step thaws the whole frozen state into a
+mutable step world and freezes it back (three fifths of a step), enumerates the enabled actions to
+check the one taken, projects the state to a dict of variables (3 KB of JSON a record) and parses
+the logged one to compare. `TopicListReplay` keeps one step world (`models.topiclist.flows._FlowWorld`,
+the model's own operations) alive for a whole partition and
+
+- checks that the model enables each action as `FlowsScope._flow_enabled` does, without freezing
+  the world except for client requests, watch closes and topic changes, whose check enumerates
+  the enabled actions of a frozen state as the model does;
+- runs the action on the world with the model's dispatch (`FlowsScope._step_flows`), and an
+  `advance(dt)` before which no executor entry falls due (three records in four of a simulated log)
+  as what it is: the clock moves, nothing else changes, so no invariant can break and only `now`
+  changes among the variables;
+- checks the invariants of `FlowsScope._flow_invariants` on the world;
+- renders the variables as the canonical JSON text a log holds (`json.dumps(..., sort_keys=True)`),
+  in two halves around `now`, connections and holders cached by value, so a record is checked by
+  comparing strings (a record written another way is parsed and compared as values, as the
+  lockstep does: the verdict never depends on the formatting).
+
+It answers where a partition first leaves the model, or None; a partition it fails goes through the
+full model for the verdict, and `tests/pipeline/test_fast_replay.py` holds the two to the same
+first failing step. It mirrors the model's private step world, so a model whose invariants are not
+the ones written here is refused (`fast_replay` then uses the full model).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, cast
+
+from models.core import Action, ActionNotEnabled
+from models.topiclist import TopicListModel
+from models.topiclist.common import _TSHIFT, BROKER_ERROR_MESSAGES, LONG_MAX
+from models.topiclist.configs import _topic_tuple
+from models.topiclist.flows import (
+    _HOLDER_STATE,
+    _POOL_NAMES,
+    F_FAULT,
+    F_INIT,
+    F_KIND,
+    F_LIM,
+    F_LIVE,
+    F_P0,
+    F_P1,
+    F_PD,
+    F_QUIET,
+    F_REG,
+    F_REPLIES,
+    F_SENDING,
+    F_STAGE,
+    F_TOPICS,
+    F_UPDATES,
+    F_WATCHER,
+    K_PROXY,
+    K_WATCH,
+    ST_DIRECT,
+    ST_HEAP,
+    ST_LIST,
+    ST_UPD,
+    FlowReq,
+    _FlowWorld,
+)
+from properties.engines.lockstep import same_values
+from properties.pipeline.records import action_of, same_json
+
+INVARIANTS = ("TL-I1", "TL-I2", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I8")
+"""The flows scope's invariants, as `invariants_hold` checks them."""
+_NO_REPLIES = '{"replies": []}'
+_CACHE_LIMIT = 1 << 16
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _first(pair: tuple[int, Any]) -> int:
+    return pair[0]
+
+
+class TopicListReplay:
+    """One limiter set at a time, on one step world of the model; built once per model (configuration, variant)."""
+
+    def __init__(self, model: TopicListModel) -> None:
+        if model.scope != "flows" or tuple(i.name for i in model.invariants) != INVARIANTS:
+            raise ValueError("the compiled topiclist replay covers the flows scope with TL-I1..TL-I8")
+        self.m = model
+        self.actions: dict[tuple[str, str], Action] = {}
+        self.conn_text: dict[tuple[int, bool, tuple[Any, ...], int], str] = {}
+        self.holders_text: dict[tuple[Any, ...], str] = {}
+        self.texts: dict[Any, str] = {}  # a reply on a connection, a topic list: their JSON text
+        self.key_text = [_dumps(k) for k in model._holder_keys]
+        self.pool_names = [_dumps(n) for n in _POOL_NAMES]
+        self.worlds = [_dumps(w) for w in model.conn_worlds]
+        self.bounded = [p for p, mx in enumerate(model.pool_max) if mx > 0]
+
+    def first_failure(self, action: Sequence[str], params: Sequence[str], observation: Sequence[str | None],
+                      vars_: Sequence[str], lo: int, hi: int) -> int | None:
+        """The first step (1-based) of rows lo..hi (one limiter set, in seq order) that leaves the model, or None."""
+        m = self.m
+        w = _FlowWorld(m, m.initial())  # type: ignore[arg-type]
+        head, tail = self.render(w)
+        for i in range(lo, hi):
+            try:
+                act = self.action(action[i], params[i])
+                dt = self.quiet_advance(w, act)
+                if dt:
+                    w.advance(dt)
+                    predicted = _NO_REPLIES
+                else:
+                    self.enabled(w, act)
+                    w.out = []
+                    self.apply(w, act)
+                    w.out.sort(key=_first)  # stable: per connection, in append order
+                    predicted = _dumps({"replies": [d for _, d in w.out]}) if w.out else _NO_REPLIES
+                    if not self.invariants_hold(w):
+                        return i - lo + 1
+                    head, tail = self.render(w)
+                if predicted != observation[i] and not same_json(predicted, observation[i]):
+                    return i - lo + 1
+                text = f"{head}{w.now}{tail}"
+                if text != vars_[i] and not same_values(m.vars(w.freeze()), json.loads(vars_[i])):
+                    return i - lo + 1
+            except Exception:  # an action the model does not enable, or anything it would not take
+                return i - lo + 1
+        return None
+
+    def action(self, name: str, params: str) -> Action:
+        """The logged action (cached by its text: a log repeats a few hundred of them)."""
+        found = self.actions.get((name, params))
+        if found is None:
+            found = action_of(name, params)
+            if len(self.actions) >= _CACHE_LIMIT:
+                self.actions.clear()
+            self.actions[name, params] = found
+        return found
+
+    # --- one step, as FlowsScope._step_flows -------------------------------------------------------
+
+    def quiet_advance(self, w: _FlowWorld, action: Action) -> int:
+        """The `dt` of an enabled `advance(dt)` before which no executor entry falls due (0 for anything else):
+        the model's step runs no entry then, it only moves the clock and the entries' relative times."""
+        if action.name != "advance" or len(action.params) != 1 or action.params[0][0] != "dt":
+            return 0
+        dt = action.params[0][1]
+        if type(dt) is not int or (w.execq and w.execq[0] >> _TSHIFT <= dt):
+            return 0
+        self.m._check_time(w.execq, action)  # type: ignore[arg-type]  # ActionNotEnabled unless offered
+        return dt
+
+    def enabled(self, w: _FlowWorld, action: Action) -> None:
+        """`FlowsScope._flow_enabled` on the world: ActionNotEnabled unless the model offers `action`."""
+        m, name = self.m, action.name
+        if name == "step" or name == "advance":
+            m._check_time(w.execq, action)  # type: ignore[arg-type]
+            return
+        if name in ("complete_listing", "complete_broker_response"):
+            rid = action.get("id")
+            ok = type(rid) is int and 0 <= rid < len(w.reqs) and w.reqs[rid][F_STAGE] == ST_LIST
+            if ok:
+                proxy = w.reqs[cast(int, rid)][F_KIND] == K_PROXY
+                ok = proxy == (name == "complete_broker_response") and action in m._per_id(
+                    "response" if proxy else "listing", cast(int, rid),
+                    m._response_actions if proxy else m._listing_actions)
+        elif name == "complete_write":
+            wid = action.get("id")
+            ok = type(wid) is int and 0 <= wid < len(w.writes) and w.writes[wid].pending
+            ok = ok and action in m._write_actions(cast(int, wid))
+        elif name == "arm_serialization_fault":
+            rid = action.get("request_id")
+            ok = type(rid) is int and 0 <= rid < len(w.reqs) and len(action.params) == 1
+            ok = ok and m._faultable(FlowReq._make(w.reqs[cast(int, rid)]))
+        elif name == "disconnect":
+            ok = any(w.conns[c][0] and action == m._disc_actions[c] for c in range(len(w.conns)))
+        elif name == "deny_authorization":
+            ok = m.allow_deny and any(not w.denied[i] and action == m._deny_actions[i] for i in range(len(w.denied)))
+        elif name == "close":
+            ok = m.allow_close and any(not w.closed[2 * i] and action == m._close_actions[i]
+                                       for i in range(len(m.limiters)))
+        else:
+            ok = action in m._enabled_flows(w.freeze())
+        if not ok:
+            raise ActionNotEnabled(action, "not among the enabled actions")
+
+    def apply(self, w: _FlowWorld, action: Action) -> None:
+        """The operation of `FlowsScope._step_flows`, once the action is known to be enabled."""
+        m, name = self.m, action.name
+        p = action.as_dict()
+        if name in ("get_topics", "proxy_get_topics", "watch"):
+            conn = cast(int, p["conn"])
+            ns = m.namespaces.index(str(p["namespace"]))
+            h = str(p["topics_hash"])
+            if name == "watch":
+                w.watch(conn, ns, h)
+            else:
+                mode = m.modes.index(str(p["mode"]))
+                if name == "get_topics":
+                    w.get_topics(conn, ns, mode, h)
+                else:
+                    w.proxy_get_topics(conn, ns, mode, h)
+        elif name == "watch_close":
+            w.watch_close(cast(int, p["conn"]), cast(int, p["watcher_id"]))
+        elif name == "complete_listing" or name == "complete_broker_response":
+            rid = cast(int, p["id"])
+            if "topics" in p:
+                w.listing_done(rid, _topic_tuple(p["topics"], "topics"), str(p.get("hash", "")))
+            elif "error" in p:
+                w.listing_failed(rid, str(p["error"]), "MetadataError")
+            else:
+                kind = str(p["error_kind"])
+                w.listing_failed(rid, BROKER_ERROR_MESSAGES[kind], kind)
+        elif name == "complete_write":
+            w.complete_write(cast(int, p["id"]), bool(p["ok"]))
+        elif name == "arm_serialization_fault":
+            w.reqs[cast(int, p["request_id"])][F_FAULT] = True
+        elif name == "disconnect":
+            w.conns[cast(int, p["conn"])][0] = False
+        elif name == "deny_authorization":
+            w.denied[m.namespaces.index(str(p["namespace"]))] = True
+        elif name == "topics_changed":
+            w.topics_changed(m.namespaces.index(str(p["namespace"])), _topic_tuple(p["new"], "new"),
+                             _topic_tuple(p["deleted"], "deleted"))
+        elif name == "close":
+            w.close_limiter(2 * m.limiters.index(str(p["limiter"])))
+        else:
+            m._time_step(w, action)
+
+    # --- invariants, as FlowsScope._flow_invariants --------------------------------------------------
+
+    def invariants_hold(self, w: _FlowWorld) -> bool:
+        m = self.m
+        maxp, maxq = m.pool_max, m.pool_queue
+        avail, queues, reqs, writes = w.avail, w.queues, w.reqs, w.writes
+        if not all(0 <= avail[p] <= maxp[p] for p in self.bounded):  # TL-I1
+            return False
+        sums = [0] * len(maxp)  # TL-I2
+        for r in reqs:
+            sums[r[F_LIM]] += r[F_P0] + r[F_P1]
+            sums[r[F_LIM] + 1] += r[F_PD]
+        for wr in writes:
+            sums[wr.pool] += wr.permits
+        if not all(maxp[p] - avail[p] == sums[p] for p in self.bounded):
+            return False
+        for q in queues:  # TL-I4
+            for rid, _n, _prev in q:
+                if reqs[rid][F_STAGE] not in (ST_HEAP, ST_UPD, ST_DIRECT):
+                    return False
+        if not w.execq and any(queues):
+            return False
+        for r in reqs:  # TL-I5
+            hm, dm = maxp[r[F_LIM]], maxp[r[F_LIM] + 1]
+            if hm > 0 and (r[F_P0] > hm or r[F_P1] > hm):
+                return False
+            if dm > 0 and r[F_PD] > dm:
+                return False
+        if not all(maxp[wr.pool] <= 0 or wr.permits <= maxp[wr.pool] for wr in writes):
+            return False
+        if not all(maxq[p] <= 0 or len(queues[p]) <= maxq[p] for p in range(len(maxp))):  # TL-I6
+            return False
+        quiescent = (not w.execq and not any(queues) and all(r[F_STAGE] != ST_LIST for r in reqs)
+                     and all(not wr.pending for wr in writes))
+        if quiescent and not (all(maxp[p] <= 0 or avail[p] == maxp[p] for p in range(len(maxp)))  # TL-I7
+                              and w.lookup == m.lookup_max):
+            return False
+        for r in reqs:  # TL-I8
+            if r[F_REPLIES] > 1:
+                return False
+            if quiescent and r[F_REPLIES] != 1 and not (r[F_KIND] == K_WATCH and r[F_QUIET]):
+                return False
+        return True
+
+    # --- the variables as text, as FlowsScope._vars_flows ----------------------------------------------
+
+    def reply_text(self, conn: int, msg: tuple[Any, ...]) -> str:
+        """A reply's JSON text on a connection (a connection's replies only grow: each is rendered once)."""
+        found = self.texts.get((conn, msg))
+        if found is None:
+            found = self.texts[conn, msg] = _dumps(self.m.reply_json(conn, msg))
+        return found
+
+    def topics_text(self, topics: tuple[str, ...]) -> str:
+        found = self.texts.get(topics)
+        if found is None:
+            found = self.texts[topics] = _dumps(list(topics))
+        return found
+
+    def render(self, w: _FlowWorld) -> tuple[str, str]:
+        """`TopicListModel.vars` of the world as `json.dumps(..., sort_keys=True)` writes it, split around `now`."""
+        m = self.m
+        if max(len(self.conn_text), len(self.holders_text), len(self.texts)) >= _CACHE_LIMIT:
+            self.conn_text.clear()
+            self.holders_text.clear()
+            self.texts.clear()
+        conns = []
+        for i, (active, replies, backoff) in enumerate(w.conns):
+            key = (i, active, replies, backoff)
+            text = self.conn_text.get(key)
+            if text is None:
+                shown = ", ".join(self.reply_text(i, msg) for msg in replies)
+                text = self.conn_text[key] = (f'{{"active": {_bool(active)}, "backoff_ms": {backoff}, '
+                                              f'"replies": [{shown}], "world": {self.worlds[i]}}}')
+            conns.append(text)
+        held = tuple(w.holders)
+        holders = self.holders_text.get(held)
+        if holders is None:
+            holders = self.holders_text[held] = ", ".join(
+                f'{{"key": {self.key_text[i]}, "size": {max(h.size, -1)}, '
+                f'"state": "{_HOLDER_STATE.get(h.size, "KNOWN")}", "waiters": {len(h.waiters)}}}'
+                for i, h in enumerate(held))
+        denied = _dumps([ns for ns, d in zip(m.namespaces, w.denied, strict=True) if d]) if any(w.denied) else "[]"
+        now = w.now
+        executor = ", ".join(str(now + (e >> _TSHIFT)) for e in w.execq)
+        listings: list[str] = []
+        responses: list[str] = []
+        watchers: list[str] = []
+        for rid, r in enumerate(w.reqs):
+            if r[F_STAGE] == ST_LIST:
+                (responses if r[F_KIND] == K_PROXY else listings).append(str(rid))
+            if r[F_WATCHER]:
+                watchers.append(f'{{"id": {rid}, "initializing": {_bool(r[F_INIT])}, "live": {_bool(r[F_LIVE])}, '
+                                f'"queued_updates": {len(r[F_UPDATES])}, "registered": {_bool(r[F_REG])}, '
+                                f'"sending": {_bool(r[F_SENDING])}, '
+                                f'"topics": {self.topics_text(r[F_TOPICS])}}}')
+        pools = []
+        for i, mx in enumerate(m.pool_max):
+            queue = ", ".join(f"[{n}, {w.reqs[rid][F_P0] if prev >= 0 else -1}]" for rid, n, prev in w.queues[i])
+            grants, timeouts = w.grants[i], w.timeouts[i]
+            available, acquired = (w.avail[i], mx - w.avail[i]) if mx > 0 else (LONG_MAX, 0)
+            pools.append(f'{{"acquired": {acquired}, "available": {available}, "closed": {_bool(w.closed[i])}, '
+                         f'"name": {self.pool_names[i]}, "queue": [{queue}], "timeouts": {timeouts}, '
+                         f'"waits": {grants + timeouts}}}')
+        writes = ", ".join(f'{{"id": {i}, "pending": {_bool(wr.pending)}, "request": {wr.request}}}'
+                           for i, wr in enumerate(w.writes))
+        head = (f'{{"connections": [{", ".join(conns)}], "denied": {denied}, "executor": [{executor}], '
+                f'"holders": [{holders}], "listings": [{", ".join(listings)}], "lookup_available": {w.lookup}, '
+                f'"now": ')
+        tail = (f', "pools": [{", ".join(pools)}], "proxy_lookup_available": {m.proxy_lookup_max}, '
+                f'"responses": [{", ".join(responses)}], "watchers": [{", ".join(watchers)}], "writes": [{writes}]}}')
+        return head, tail
