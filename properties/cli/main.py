@@ -126,11 +126,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from properties.cli.bench import INDEX, bench, write_report
 
     if args.pipeline is not None:  # the Spark pipeline's throughput instead (properties/cli/pipeline_bench.py)
-        from properties.cli.pipeline_bench import pipeline_bench
+        from properties.cli.pipeline_bench import MECHANISMS, pipeline_bench
         from properties.pipeline.check import SparkUnavailable
 
         try:
-            print(pipeline_bench(args.mechanism or ["keyshared"], args.pipeline, Path(args.out), seed=args.seed,
+            print(pipeline_bench(args.mechanism or MECHANISMS, args.pipeline, Path(args.out), seed=args.seed,
                                  as_json=args.json, progress=_progress))
         except (KeyError, ValueError) as exc:
             raise UsageError(f"bench --pipeline: {exc.args[0]}") from None
@@ -510,7 +510,7 @@ def _parser() -> argparse.ArgumentParser:
     bench_p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     bench_p.add_argument("--pipeline", nargs="?", type=int, const=10_000_000, metavar="EVENTS",
                          help="measure the Spark pipeline instead, on a log of EVENTS events (default 10,000,000) "
-                              "of each --mechanism (default keyshared)")
+                              "of each --mechanism (default: keyshared, topiclist and delayed)")
     bench_p.add_argument("--out", default="brokerspec-out/bench",
                          help="folder for the Markdown pages and PNG plots (default brokerspec-out/bench)")
     bench_p.set_defaults(run=cmd_bench)
