@@ -47,6 +47,11 @@ from traces.format import save
 Progress = Callable[[str], None]
 
 
+DRIVER_MEMORY = "3g"
+"""The driver's heap (in local mode, the executors' too): Spark's default 1 GB runs out with two tasks
+caching topic-list records (3 KB of JSON text each) side by side."""
+
+
 class SparkUnavailable(Exception):
     """Spark (the JVM) could not start: an infrastructure failure, not a verdict on the log."""
 
@@ -66,6 +71,7 @@ def session(master: str = "local[*]", shuffle_partitions: int = 8) -> SparkSessi
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.driver.memory", DRIVER_MEMORY)
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
             .getOrCreate()

@@ -237,9 +237,10 @@ def replay_all(mechanism: str, valid: DataFrame, replayed: Accumulator[int] | No
 
 
 def read_log_table(mechanism: str, path: Path) -> pa.Table:
-    """A whole clean log (Parquet, or JSON lines without malformed ones) as one Arrow table in this process."""
+    """A whole clean log (Parquet, or JSON lines without malformed ones) as one Arrow table in this process
+    (strings with 64-bit offsets: a million topic-list records hold more than 2 GB of text)."""
     log = spec(mechanism)
-    schema = pa.schema([(name, pa.int64() if isinstance(kind, LongType) else pa.string())
+    schema = pa.schema([(name, pa.int64() if isinstance(kind, LongType) else pa.large_string())
                         for name, kind, _ in [(log.key, LongType(), False), *log.fields]])
     if path.suffix == ".parquet":
         return pq.read_table(path, schema=schema)
