@@ -7,18 +7,17 @@ check the one taken, projects the state to a dict of variables (3 KB of JSON a r
 the logged one to compare. `TopicListReplay` keeps one step world (`models.topiclist.flows._FlowWorld`,
 the model's own operations) alive for a whole partition and
 
-- checks that the model enables each action as `FlowsScope._flow_enabled` does, without freezing
-  the world except for client requests, watch closes and topic changes, whose check enumerates
-  the enabled actions of a frozen state as the model does;
+- checks that the model enables each action as `FlowsScope._flow_enabled` does, looking for it
+  where `FlowsScope._enabled_flows` would put it instead of enumerating every enabled action;
 - runs the action on the world with the model's dispatch (`FlowsScope._step_flows`), and an
   `advance(dt)` before which no executor entry falls due (three records in four of a simulated log)
   as what it is: the clock moves, nothing else changes, so no invariant can break and only `now`
   changes among the variables;
 - checks the invariants of `FlowsScope._flow_invariants` on the world;
 - renders the variables as the canonical JSON text a log holds (`json.dumps(..., sort_keys=True)`),
-  in two halves around `now`, connections and holders cached by value, so a record is checked by
-  comparing strings (a record written another way is parsed and compared as values, as the
-  lockstep does: the verdict never depends on the formatting).
+  in two halves around `now`, reusing the text of the connections and holders a step did not replace,
+  so a record is checked by comparing strings (a record written another way is parsed and compared
+  as values, as the lockstep does: the verdict never depends on the formatting).
 
 It answers where a partition first leaves the model, or None; a partition it fails goes through the
 full model for the verdict, and `tests/pipeline/test_fast_replay.py` holds the two to the same
@@ -39,11 +38,13 @@ from models.topiclist.configs import _topic_tuple
 from models.topiclist.flows import (
     _HOLDER_STATE,
     _POOL_NAMES,
+    F_CONN,
     F_FAULT,
     F_INIT,
     F_KIND,
     F_LIM,
     F_LIVE,
+    F_NS,
     F_P0,
     F_P1,
     F_PD,
@@ -93,8 +94,9 @@ class TopicListReplay:
             raise ValueError("the compiled topiclist replay covers the flows scope with TL-I1..TL-I8")
         self.m = model
         self.actions: dict[tuple[str, str], Action] = {}
-        self.conn_text: dict[tuple[int, bool, tuple[Any, ...], int], str] = {}
-        self.holders_text: dict[tuple[Any, ...], str] = {}
+        self.last_conns: list[tuple[bool, tuple[Any, ...], int, str]] = []  # per connection: as last rendered
+        self.last_holders: list[Any] = []
+        self.holders = ""
         self.texts: dict[Any, str] = {}  # a reply on a connection, a topic list: their JSON text
         self.key_text = [_dumps(k) for k in model._holder_keys]
         self.pool_names = [_dumps(n) for n in _POOL_NAMES]
@@ -156,7 +158,9 @@ class TopicListReplay:
         return dt
 
     def enabled(self, w: _FlowWorld, action: Action) -> None:
-        """`FlowsScope._flow_enabled` on the world: ActionNotEnabled unless the model offers `action`."""
+        """`FlowsScope._flow_enabled` on the world: ActionNotEnabled unless the model offers `action`. Each
+        action is looked for where `FlowsScope._enabled_flows` would put it, under the same conditions, so
+        the world is frozen only for an action of a name the model does not know."""
         m, name = self.m, action.name
         if name == "step" or name == "advance":
             m._check_time(w.execq, action)  # type: ignore[arg-type]
@@ -184,6 +188,19 @@ class TopicListReplay:
         elif name == "close":
             ok = m.allow_close and any(not w.closed[2 * i] and action == m._close_actions[i]
                                        for i in range(len(m.limiters)))
+        elif name in ("get_topics", "proxy_get_topics", "watch"):
+            nreq = len(w.reqs)
+            ok = nreq < m.max_requests and any(w.conns[c][0] and action in m._new_requests(nreq, c)
+                                               for c in range(len(w.conns)))
+        elif name == "watch_close":
+            nreq = len(w.reqs)
+            ok = nreq < m.max_requests and any(
+                r[F_KIND] == K_WATCH and r[F_REG] and w.conns[r[F_CONN]][0]
+                and action == Action.of("watch_close", conn=r[F_CONN], request_id=nreq, watcher_id=rid)
+                for rid, r in enumerate(w.reqs))
+        elif name == "topics_changed":
+            live = {r[F_NS] for r in w.reqs if r[F_KIND] == K_WATCH and r[F_REG] and r[F_LIVE]}
+            ok = w.changes < m.max_topic_changes and any(action in m._change_actions[ns] for ns in live)
         else:
             ok = action in m._enabled_flows(w.freeze())
         if not ok:
@@ -291,29 +308,49 @@ class TopicListReplay:
             found = self.texts[topics] = _dumps(list(topics))
         return found
 
+    def pools_text(self, w: _FlowWorld) -> str:
+        """The pools' JSON text; cached by their numbers while nothing is queued (queued entries name requests)."""
+        key = None if any(w.queues) else (*w.avail, *w.closed, *w.grants, *w.timeouts)
+        found = self.texts.get(key) if key is not None else None
+        if found is not None:
+            return found
+        pools = []
+        for i, mx in enumerate(self.m.pool_max):
+            queue = ", ".join(f"[{n}, {w.reqs[rid][F_P0] if prev >= 0 else -1}]" for rid, n, prev in w.queues[i])
+            grants, timeouts = w.grants[i], w.timeouts[i]
+            available, acquired = (w.avail[i], mx - w.avail[i]) if mx > 0 else (LONG_MAX, 0)
+            pools.append(f'{{"acquired": {acquired}, "available": {available}, "closed": {_bool(w.closed[i])}, '
+                         f'"name": {self.pool_names[i]}, "queue": [{queue}], "timeouts": {timeouts}, '
+                         f'"waits": {grants + timeouts}}}')
+        text = ", ".join(pools)
+        if key is not None:
+            self.texts[key] = text
+        return text
+
     def render(self, w: _FlowWorld) -> tuple[str, str]:
         """`TopicListModel.vars` of the world as `json.dumps(..., sort_keys=True)` writes it, split around `now`."""
         m = self.m
-        if max(len(self.conn_text), len(self.holders_text), len(self.texts)) >= _CACHE_LIMIT:
-            self.conn_text.clear()
-            self.holders_text.clear()
+        if len(self.texts) >= _CACHE_LIMIT:
             self.texts.clear()
         conns = []
         for i, (active, replies, backoff) in enumerate(w.conns):
-            key = (i, active, replies, backoff)
-            text = self.conn_text.get(key)
-            if text is None:
-                shown = ", ".join(self.reply_text(i, msg) for msg in replies)
-                text = self.conn_text[key] = (f'{{"active": {_bool(active)}, "backoff_ms": {backoff}, '
-                                              f'"replies": [{shown}], "world": {self.worlds[i]}}}')
+            last = self.last_conns[i] if i < len(self.last_conns) else None
+            if last is not None and last[1] is replies and last[0] == active and last[2] == backoff:
+                conns.append(last[3])  # the world replaces a connection's replies when one is added
+                continue
+            shown = ", ".join(self.reply_text(i, msg) for msg in replies)
+            text = (f'{{"active": {_bool(active)}, "backoff_ms": {backoff}, "replies": [{shown}], '
+                    f'"world": {self.worlds[i]}}}')
+            self.last_conns[i:i + 1] = [(active, replies, backoff, text)]
             conns.append(text)
-        held = tuple(w.holders)
-        holders = self.holders_text.get(held)
-        if holders is None:
-            holders = self.holders_text[held] = ", ".join(
+        if len(self.last_holders) != len(w.holders) or any(a is not b for a, b in zip(w.holders, self.last_holders,
+                                                                                         strict=True)):
+            self.last_holders = list(w.holders)  # holders are replaced, never changed in place
+            self.holders = ", ".join(
                 f'{{"key": {self.key_text[i]}, "size": {max(h.size, -1)}, '
                 f'"state": "{_HOLDER_STATE.get(h.size, "KNOWN")}", "waiters": {len(h.waiters)}}}'
-                for i, h in enumerate(held))
+                for i, h in enumerate(w.holders))
+        holders = self.holders
         denied = _dumps([ns for ns, d in zip(m.namespaces, w.denied, strict=True) if d]) if any(w.denied) else "[]"
         now = w.now
         executor = ", ".join(str(now + (e >> _TSHIFT)) for e in w.execq)
@@ -328,19 +365,12 @@ class TopicListReplay:
                                 f'"queued_updates": {len(r[F_UPDATES])}, "registered": {_bool(r[F_REG])}, '
                                 f'"sending": {_bool(r[F_SENDING])}, '
                                 f'"topics": {self.topics_text(r[F_TOPICS])}}}')
-        pools = []
-        for i, mx in enumerate(m.pool_max):
-            queue = ", ".join(f"[{n}, {w.reqs[rid][F_P0] if prev >= 0 else -1}]" for rid, n, prev in w.queues[i])
-            grants, timeouts = w.grants[i], w.timeouts[i]
-            available, acquired = (w.avail[i], mx - w.avail[i]) if mx > 0 else (LONG_MAX, 0)
-            pools.append(f'{{"acquired": {acquired}, "available": {available}, "closed": {_bool(w.closed[i])}, '
-                         f'"name": {self.pool_names[i]}, "queue": [{queue}], "timeouts": {timeouts}, '
-                         f'"waits": {grants + timeouts}}}')
+        pools = self.pools_text(w)
         writes = ", ".join(f'{{"id": {i}, "pending": {_bool(wr.pending)}, "request": {wr.request}}}'
                            for i, wr in enumerate(w.writes))
         head = (f'{{"connections": [{", ".join(conns)}], "denied": {denied}, "executor": [{executor}], '
                 f'"holders": [{holders}], "listings": [{", ".join(listings)}], "lookup_available": {w.lookup}, '
                 f'"now": ')
-        tail = (f', "pools": [{", ".join(pools)}], "proxy_lookup_available": {m.proxy_lookup_max}, '
+        tail = (f', "pools": [{pools}], "proxy_lookup_available": {m.proxy_lookup_max}, '
                 f'"responses": [{", ".join(responses)}], "watchers": [{", ".join(watchers)}], "writes": [{writes}]}}')
         return head, tail
