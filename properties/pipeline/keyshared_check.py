@@ -58,6 +58,7 @@ from properties.pipeline.keyshared_log import (
     model,
     partition,
 )
+from properties.pipeline.keyshared_replay import NULL, KeySharedReplay, compiled
 from properties.pipeline.schema import columns, spec
 from traces.format import save
 
@@ -66,7 +67,7 @@ REPLAY_SCHEMA = ("key long, events long, step long, seq long, failures string, d
                  "explained_by string, divergence_step long, divergence string")
 """A subscription's verdict: the client record's first failing action (`step`, `seq` of the record,
 `failures`, `detail`), the variants that explain it, and where the log first leaves pip379."""
-_NULL = -(2**63)  # stands for a null number in the replay's lists; quarantine keeps it out of used fields
+_NULL = NULL  # stands for a null number in the replay's lists; quarantine keeps it out of used fields
 _BATCH = 65_536  # rows per batch of the in-process replay (Spark sizes its own)
 
 
@@ -196,26 +197,40 @@ def _leaves_current(records: Sequence[Record]) -> ClientVerdict | None:
     return ClientVerdict(found.step, found.failures, found.detail, part.seqs[found.step - 1])
 
 
+@functools.cache
+def _compiled() -> KeySharedReplay | None:
+    """The compiled replay of the current variant (one per process), or None if it does not mirror that model."""
+    return compiled(registry.get(MECHANISM).current)
+
+
 def _verdicts(table: pa.Table | pa.RecordBatch, conformance: bool = False) -> pa.RecordBatch:
-    """One verdict row per subscription of `table` (whole subscriptions, sorted by subscription and seq)."""
+    """One verdict row per subscription of `table` (whole subscriptions, sorted by subscription and seq).
+
+    With `conformance`, a subscription the client record passes goes through the compiled pip379
+    replay, and through the full model only if that finds it leaving the model (or is not available).
+    """
     sub = np.asarray(_column(table, KEY).fill_null(_NULL))
     seq, consumer, position, hashes = (_numbers(_column(table, n)) for n in ("seq", "consumer", "position", "hash"))
     event, key = _strings(_column(table, "event")), _strings(_column(table, "key"))
+    fast = _compiled() if conformance else None
+    if fast is not None:
+        name, permits = _strings(_column(table, "name")), _numbers(_column(table, "permits"))
     out: dict[str, list[Any]] = {name: [] for name in ("key", "events", "step", "seq", "failures", "detail",
                                                        "explained_by", "divergence_step", "divergence")}
     for lo, hi in _runs(sub):
         verdict = client_verdict_columns(event, consumer, position, hashes, key, seq, lo, hi)
         explained, divergence_step, divergence = None, None, ""
-        if verdict.step is None and conformance:
+        if verdict.step is None and conformance and (
+                fast is None or fast.first_failure(event, consumer, position, key, name, permits, lo, hi) is not None):
             verdict = _leaves_current(_records(table, lo, hi)) or verdict
         if verdict.step is not None:
             explained, divergence_step, divergence = _explain(_records(table, lo, hi))
-        for name, value in (("key", int(sub[lo])), ("events", hi - lo), ("step", verdict.step),
-                            ("seq", verdict.seq), ("failures", ",".join(verdict.failures)),
-                            ("detail", verdict.detail),
-                            ("explained_by", explained), ("divergence_step", divergence_step),
-                            ("divergence", divergence)):
-            out[name].append(value)
+        for field, value in (("key", int(sub[lo])), ("events", hi - lo), ("step", verdict.step),
+                             ("seq", verdict.seq), ("failures", ",".join(verdict.failures)),
+                             ("detail", verdict.detail),
+                             ("explained_by", explained), ("divergence_step", divergence_step),
+                             ("divergence", divergence)):
+            out[field].append(value)
     types = {"key": pa.int64(), "events": pa.int64(), "step": pa.int64(), "seq": pa.int64(),
              "divergence_step": pa.int64()}
     return pa.RecordBatch.from_arrays([pa.array(v, type=types.get(n, pa.string())) for n, v in out.items()],
