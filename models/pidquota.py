@@ -145,6 +145,17 @@ class PQState(NamedTuple):
     broken: int  # history invariants the last step broke
 
 
+def _set_bits(mask: int) -> list[int]:
+    """The set bits of `mask`, ascending: one step per set bit (an exact-hasher mask of PID 424242 is a
+    424,243-bit int, and a shift per bit position made the projection quadratic in its width)."""
+    out: list[int] = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
+
+
 def bloom_shape(n: int, p: float) -> tuple[int, int]:
     """(k, m) of `Shape.from_np(n, p)` (§4.1): m = ceil(n·ln p / −(ln 2)²), k = round_half_up(ln 2·m/n)."""
     m = math.ceil(n * math.log(p) / -(math.log(2) ** 2))
@@ -337,7 +348,7 @@ class PidQuotaModel:
             if entry is None:
                 continue
             layers: list[Json] = [
-                [now - age, now - age + window, [b for b in range(mask.bit_length()) if mask >> b & 1]]
+                [now - age, now - age + window, _set_bits(mask)]
                 for age, mask in entry.layers
             ]
             entries[name] = {"count": entry.checks, "next_rotation": now + entry.rot, "layers": layers}
