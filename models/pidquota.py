@@ -145,10 +145,10 @@ class PQState(NamedTuple):
     broken: int  # history invariants the last step broke
 
 
-def _set_bits(mask: int) -> list[int]:
+def _set_bits(mask: int) -> list[Json]:
     """The set bits of `mask`, ascending: one step per set bit (an exact-hasher mask of PID 424242 is a
     424,243-bit int, and a shift per bit position made the projection quadratic in its width)."""
-    out: list[int] = []
+    out: list[Json] = []
     while mask:
         low = mask & -mask
         out.append(low.bit_length() - 1)
