@@ -492,7 +492,11 @@ class KeySharedReplay:
         """begin_read and complete_read at once (nothing runs between them in a logged read)."""
         if not self.cons:
             return
-        count = min(sum(max(x.permits, 0) for x in self.cons), self.read_batch_size)
+        count = 0
+        for x in self.cons:
+            if x.permits > 0:
+                count += x.permits
+        count = min(count, self.read_batch_size)
         if count <= 0:
             return
         replayed = self.to_replay_now(count)
@@ -569,7 +573,7 @@ class KeySharedReplay:
         with_entries: set[int] = set()
         replay, owners, cons, hash_of = self.replay, self.owners, self.cons, self.hash_of
         look_ahead_allowed = len(replay) < self.look_ahead_limit()
-        queued = set(replay.values()) if normal else None  # replay_has_hash, for a Normal read
+        queued: set[int] | None = None  # the replay's hashes (replay_has_hash), once a Normal read asks
         for position in positions:
             h = hash_of[position]
             dispatch = by_hash = False
@@ -583,10 +587,12 @@ class KeySharedReplay:
                     if left is None:
                         left = permits[x.id] = max(x.permits, 0)
                     if left > 0:
-                        if (queued is not None and h in queued) or self.should_block(x, h):
-                            by_hash = True
-                        else:
-                            dispatch = True
+                        if normal:
+                            if queued is None:
+                                queued = set(replay.values())
+                            by_hash = h in queued
+                        by_hash = by_hash or self.should_block(x, h)
+                        dispatch = not by_hash
             if dispatch and x is not None:
                 permits[x.id] -= 1
                 group = groups.get(x.id)
@@ -651,17 +657,17 @@ class KeySharedReplay:
 
     def progress(self) -> tuple[Any, ...]:
         """What run_until_quiescent compares between reads (the cursor's mark-delete does not move in a run)."""
-        return (len(self.delivered), self.read_pos, self.scheduled, self.skip, frozenset(self.replay.items()))
+        return (len(self.delivered), self.read_pos, self.scheduled, self.skip, self.replay.copy())
 
     def run(self) -> None:
-        seen = {self.progress()}
+        seen = [self.progress()]  # a few keys a run: a list, whose dicts compare by content without hashing
         for _ in range(_MAX_READS):
             self.scheduled = False
             self.read_more()
             key = self.progress()
             if key in seen:
                 return
-            seen.add(key)
+            seen.append(key)
 
 
 def compiled(variant: str) -> KeySharedReplay | None:
