@@ -8,9 +8,9 @@ figures are the checks themselves, each forced to completion with Spark's `noop`
 whole log. The plain-Python baseline runs the same checks over the same file in this process: the
 SQL rules as one sweep per partition, and the very replay function the Spark tasks run. Every
 mechanism has a conformance phase: each step of the log is the one the current model would make
-(topiclist and delayed through their compiled transitions, Key_Shared through the full pip379 model,
-as `pipeline check --conformance` runs it); Key_Shared's default replay, the client-record fast path,
-is its own phase.
+(through each model's compiled transition, the full model only for a failing partition; Key_Shared's
+is `pipeline check --conformance`: the client record, then pip379's compiled dispatcher); Key_Shared's
+default replay, the client-record fast path, is its own phase.
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ RUNS = {
            "first-delivery order, LOG-ID); Python: the same rules, one sweep per partition",
     "replay": "keyshared: the client-record fast path (KS-I1, KS-I4, record validity), the full model only for "
               "failing subscriptions, in mapInArrow tasks or in this process",
-    "conformance": "every step the one the current model makes, on the whole log: topiclist and delayed through "
-                   "their compiled transitions (the full model only for a failing partition), keyshared through "
-                   "the full pip379 model (`pipeline check --conformance`)",
+    "conformance": "every step the one the current model makes, on the whole log, through the model's compiled "
+                   "transition (the full model only for a failing partition; keyshared: the client record, then "
+                   "pip379's compiled dispatcher, as `pipeline check --conformance`)",
 }
 
 

@@ -17,7 +17,9 @@ each consumer holds, what was negatively acked, what is acked at the cursor) fro
 checks KS-I1 and KS-I4 on it exactly as `models.keyshared` does, plus that every record is one the
 model could take (known consumer, held position, consistent hash). Those two invariants are defined
 on the client record alone (spec §5), so this is the model's own check, without the dispatcher's
-state; whether each dispatch is the one pip379 would make needs the full model (`full_verdict`).
+state; whether each dispatch is the one pip379 would make needs the dispatcher's state: the compiled
+replay (`keyshared_replay`) answers where a subscription leaves pip379, the full model (`full_verdict`)
+says how.
 """
 
 from __future__ import annotations
