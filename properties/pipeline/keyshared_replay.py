@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from models.keyshared import UNKNOWN_HASH, KeySharedModel, claims, sticky_hash
 from properties.pipeline.keyshared_log import (
@@ -140,12 +140,12 @@ class KeySharedReplay:
         if keys is None:
             return 1  # `partition` cannot read it: the full model reports step 1
         step, seen = 0, 0
-        delivered = self.delivered
+        delivered, hash_of, key_hash = self.delivered, self.hash_of, self.key_hash
         last_event: str | None = None
         last_consumer = NULL
         for i in range(lo, hi):
             e, c = event[i], consumer[i]
-            if e is DISPATCH or e == DISPATCH:
+            if e == DISPATCH:
                 if seen >= len(delivered) or delivered[seen] != (c, position[i]):
                     return step
                 seen += 1
@@ -160,8 +160,18 @@ class KeySharedReplay:
             step += 1
             delivered.clear()
             seen = 0
+            if e == PUBLISH:  # a third of the records: nothing but the log grows
+                k = cast(str, key[i])  # `scan` let no publish without a key through
+                h = key_hash.get(k) or self.hash(k)
+                unacked = self.unacked.get(h)
+                if unacked is None:
+                    self.unacked[h] = {len(hash_of): None}
+                else:
+                    unacked[len(hash_of)] = None
+                hash_of.append(h)
+                continue
             try:
-                self.step(e, c, position[i], key[i], name[i], permits[i])
+                self.step(e, c, position[i], name[i], permits[i])
             except _Leaves:
                 return step
             if self.broken or (self.tracker and not self.tracker_consistent()):
@@ -215,15 +225,10 @@ class KeySharedReplay:
         self.reset(list(keys), max_permits)
         return list(keys)
 
-    def step(self, e: str | None, c: int, p: int, k: str | None, name: str | None, n: int) -> None:
-        """One logged action, as `KeySharedModel.step` takes it (`_Leaves` where the model does not enable it)."""
+    def step(self, e: str | None, c: int, p: int, name: str | None, n: int) -> None:
+        """One logged action but a publish, as `KeySharedModel.step` takes it (`_Leaves` where the model does
+        not enable it)."""
         self.blocked_released = False
-        if e == PUBLISH:
-            assert k is not None
-            h = self.hash(k)
-            self.unacked.setdefault(h, {})[len(self.hash_of)] = None
-            self.hash_of.append(h)
-            return
         if e == READ:
             self.read_more()
         elif e == RUN:
@@ -342,17 +347,24 @@ class KeySharedReplay:
             self.end_batch()
 
     def register_draining(self, before: dict[int, int], after: dict[int, int], skip: int) -> None:
+        """Only a hash that moved can start or end draining; the order of the positions does not matter
+        (each one adds to or takes from its own hash's entry)."""
+        moved = {h for h in before.keys() | after.keys() if before.get(h) != after.get(h)}
+        if not moved:
+            return
         hash_of = self.hash_of
         for x in self.cons:
             if x.id != skip:
-                for position in sorted(x.pending):
+                for position in x.pending:
                     h = hash_of[position]
-                    if before.get(h) == x.id and after.get(h) != x.id:
+                    if h in moved and before.get(h) == x.id and after.get(h) != x.id:
                         self.add_entry(x.id, h)
         for x in self.cons:
             if x.id != skip:
-                for position in sorted(x.pending):
+                for position in x.pending:
                     h = hash_of[position]
+                    if h not in moved:
+                        continue
                     entry = self.tracker.get(h)
                     if after.get(h) == x.id and before.get(h) != x.id and entry is not None and entry[0] == x.id:
                         self.reduce_ref_count(x.id, h, False)
