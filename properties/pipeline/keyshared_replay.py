@@ -136,8 +136,7 @@ class KeySharedReplay:
         Columns are plain lists, nulls `NULL` (numbers) or None (strings). A dispatch row is compared
         with the next delivery the model made; at the next action, the step must have made no more.
         """
-        keys = self.scan(event, consumer, position, key, name, permits, lo, hi)
-        if keys is None:
+        if not self.scan(event, consumer, position, key, name, permits, lo, hi):
             return 1  # `partition` cannot read it: the full model reports step 1
         step, seen = 0, 0
         delivered, hash_of, key_hash = self.delivered, self.hash_of, self.key_hash
@@ -180,8 +179,9 @@ class KeySharedReplay:
 
     def scan(self, event: Sequence[str | None], consumer: Sequence[int], position: Sequence[int],
              key: Sequence[str | None], name: Sequence[str | None], permits: Sequence[int],
-             lo: int, hi: int) -> list[str] | None:
-        """What `partition` reads (None where it raises LogError), then `reset` for it: the keys, the permits bound."""
+             lo: int, hi: int) -> bool:
+        """Whether `partition` reads rows lo..hi (it raises LogError where this says no); if so, `reset` for
+        the configuration it derives: the keys, the permits bound."""
         connected: set[int] = set()
         permits_of: dict[int, int] = {}
         keys: dict[str, None] = {}
@@ -192,38 +192,38 @@ class KeySharedReplay:
             if e == REDELIVER_ALL and i > lo and event[i - 1] == REDELIVER_ALL and consumer[i - 1] == c:
                 continue
             if e not in _WITHOUT_CONSUMER and c not in connected:
-                return None
+                return False
             if e == DISPATCH:
                 if not acting or position[i] == NULL:
-                    return None
+                    return False
                 permits_of[c] -= 1
                 continue
             acting = True
             if e == ADD:
                 if c == NULL or name[i] is None or c in connected or permits[i] == NULL:
-                    return None
+                    return False
                 connected.add(c)
                 permits_of[c] = permits[i]
             elif e == PUBLISH:
                 k = key[i]
                 if k is None or position[i] != messages:
-                    return None
+                    return False
                 keys[k] = None
                 messages += 1
             elif e == FLOW:
                 if permits[i] == NULL:
-                    return None
+                    return False
                 permits_of[c] += permits[i]
                 max_permits = max(max_permits, permits_of[c])
             elif e in (ACK, REDELIVER):
                 if position[i] == NULL:
-                    return None
+                    return False
             elif e == REMOVE:
                 connected.discard(c)
             elif e not in (REDELIVER_ALL, READ, RUN):
-                return None
+                return False
         self.reset(list(keys), max_permits)
-        return list(keys)
+        return True
 
     def step(self, e: str | None, c: int, p: int, name: str | None, n: int) -> None:
         """One logged action but a publish, as `KeySharedModel.step` takes it (`_Leaves` where the model does
