@@ -15,8 +15,8 @@ record is one the model could take). Only a subscription that fails goes through
 (`full_verdict`): on pip379 for its first divergence, and on each known-bad variant, any of which
 that follows the log until its own invariant breaks explains it; that run is the saved trace.
 With `conformance`, every subscription the client record passes also goes through pip379's dispatcher,
-compiled (`keyshared_replay`: the dispatcher kept in place for the whole subscription, about 20 times
-the full model's speed), so a log that delivers differently from pip379 fails as a `divergence` even
+compiled (`keyshared_replay`: the dispatcher kept in place for the whole subscription, about 16 times
+the full model's events/s), so a log that delivers differently from pip379 fails as a `divergence` even
 where KS-I1 and KS-I4 hold; the full model replays only a subscription the compiled replay finds
 leaving pip379, for the verdict (or every one, if the current model is one it does not mirror).
 """
