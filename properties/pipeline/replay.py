@@ -7,8 +7,10 @@ found, and a failing partition is replayed on each known-bad variant to name the
 transition instead (`delayed_replay`, `topiclist_replay`: the same steps on a mutable state, the
 variables compared as canonical JSON text), which only says where a partition first leaves the
 model; a partition it fails goes through `replay_records` for the verdict. `mapInArrow` hands the
-records to Python as Arrow batches of whole partitions (`whole_partitions`), each batch's columns
-become plain lists once, and nothing is built per row but what the step needs.
+records to Python as Arrow batches of whole partitions (`whole_partitions`, slices that copy no text),
+each partition's columns become plain lists when it is replayed (a few hundred KB of strings at a
+time, which the allocator reuses: a whole batch's 30 MB of fresh pages cost more than its replay), and
+nothing is built per row but what the step needs.
 """
 
 from __future__ import annotations
@@ -178,7 +180,8 @@ def runs(keys: np.ndarray[Any, Any]) -> Iterator[tuple[int, int]]:
 def whole_partitions(batches: Iterator[pa.RecordBatch], key: str,
                      replayed: Accumulator[int] | None = None) -> Iterator[pa.Table]:
     """Tables of whole partitions from batches sorted by `key` that may cut one: the last partition of a
-    batch waits for the next. `replayed` counts the rows once the consumer is done with a table."""
+    batch waits for the next (chunked tables: nothing is copied). `replayed` counts the rows once the
+    consumer is done with a table."""
     carry: pa.Table | None = None
     for batch in batches:
         if batch.num_rows == 0:
@@ -190,28 +193,30 @@ def whole_partitions(batches: Iterator[pa.RecordBatch], key: str,
         last = keys[len(keys) - 1].as_py()
         cut = len(keys) - int(np.count_nonzero(np.asarray(keys) == last))
         if cut:
-            yield table.slice(0, cut).combine_chunks()
+            yield table.slice(0, cut)
             if replayed is not None:
                 replayed.add(cut)
         carry = table.slice(cut)
     if carry is not None and carry.num_rows:
-        yield carry.combine_chunks()
+        yield carry
         if replayed is not None:
             replayed.add(carry.num_rows)
 
 
 def verdicts(mechanism: str, table: pa.Table) -> pa.RecordBatch:
     """One verdict row per partition of `table` (whole partitions, sorted by key and seq): the fast path
-    for every partition, the full model for those it fails."""
+    for every partition, the full model for those it fails. Each partition's columns become lists on
+    their own, so their strings reuse the memory the last partition's freed."""
     fast = fast_replay(mechanism)
     keys = np.asarray(table.column(spec(mechanism).key))
-    action, params, observation, vars_ = (strings(table.column(name)) for name in LOGGED)
+    logged = table.select(LOGGED)
     out: dict[str, list[Any]] = {name: [] for name in ("key", "events", "step", "failures", "detail", "explained_by")}
     for lo, hi in runs(keys):
+        part = logged.slice(lo, hi - lo)
+        action, params, observation, vars_ = (strings(part.column(name)) for name in LOGGED)
         verdict = Verdict(None, (), "")
-        if fast.first_failure(action, params, observation, vars_, lo, hi) is not None:
-            verdict = replay_records(mechanism, Records(action[lo:hi], params[lo:hi], observation[lo:hi],
-                                                        vars_[lo:hi]))
+        if fast.first_failure(action, params, observation, vars_, 0, hi - lo) is not None:
+            verdict = replay_records(mechanism, Records(action, params, observation, vars_))
         for name, value in (("key", int(keys[lo])), ("events", hi - lo), ("step", verdict.step),
                             ("failures", ",".join(verdict.failures)), ("detail", verdict.detail),
                             ("explained_by", verdict.explained_by)):

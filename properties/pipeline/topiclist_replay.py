@@ -8,16 +8,21 @@ the logged one to compare. `TopicListReplay` keeps one step world (`models.topic
 the model's own operations) alive for a whole partition and
 
 - checks that the model enables each action as `FlowsScope._flow_enabled` does, looking for it
-  where `FlowsScope._enabled_flows` would put it instead of enumerating every enabled action;
+  where `FlowsScope._enabled_flows` would put it (in a set of the actions the model enumerates
+  there) instead of enumerating every enabled action;
 - runs the action on the world with the model's dispatch (`FlowsScope._step_flows`), and an
   `advance(dt)` before which no executor entry falls due (three records in four of a simulated log)
   as what it is: the clock moves, nothing else changes, so no invariant can break and only `now`
   changes among the variables;
-- checks the invariants of `FlowsScope._flow_invariants` on the world;
+- checks the invariants of `FlowsScope._flow_invariants` on the world, in one pass, after every step
+  but those that only set a flag no invariant reads (a fault armed, a connection closed, a namespace
+  denied: their verdict is the last one);
 - renders the variables as the canonical JSON text a log holds (`json.dumps(..., sort_keys=True)`),
-  in two halves around `now`, reusing the text of the connections and holders a step did not replace,
-  so a record is checked by comparing strings (a record written another way is parsed and compared
-  as values, as the lockstep does: the verdict never depends on the formatting).
+  in two halves around `now`, reusing the text of the connections and holders a step did not replace
+  (and, after a flag, everything but the connections and denied namespaces), so a record is checked
+  by comparing strings, the logged text against the two halves and `now` in place (a record written
+  another way is parsed and compared as values, as the lockstep does: the verdict never depends on
+  the formatting).
 
 It answers where a partition first leaves the model, or None; a partition it fails goes through the
 full model for the verdict, and `tests/pipeline/test_fast_replay.py` holds the two to the same
@@ -28,7 +33,7 @@ the ones written here is refused (`fast_replay` then uses the full model).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from models.core import Action, ActionNotEnabled
@@ -71,6 +76,10 @@ from properties.pipeline.records import action_of, same_json
 INVARIANTS = ("TL-I1", "TL-I2", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I8")
 """The flows scope's invariants, as `invariants_hold` checks them."""
 _NO_REPLIES = '{"replies": []}'
+_QUEUED_STAGES = (ST_HEAP, ST_UPD, ST_DIRECT)
+_FLAGS = frozenset(("arm_serialization_fault", "disconnect", "deny_authorization"))
+"""Actions that set one flag (a request's fault armed, a connection closed, a namespace denied) that no invariant
+reads: they reply nothing, and only the connections or the denied namespaces change in the variables."""
 _CACHE_LIMIT = 1 << 16
 
 
@@ -94,9 +103,11 @@ class TopicListReplay:
             raise ValueError("the compiled topiclist replay covers the flows scope with TL-I1..TL-I8")
         self.m = model
         self.actions: dict[tuple[str, str], Action] = {}
+        self.offers: dict[tuple[Any, ...], frozenset[Action]] = {}
         self.last_conns: list[tuple[bool, tuple[Any, ...], int, str]] = []  # per connection: as last rendered
         self.last_holders: list[Any] = []
         self.holders = ""
+        self.after_denied = ""  # the variables' text from the executor to `now`, as `render` last made it
         self.texts: dict[Any, str] = {}  # a reply on a connection, a topic list: their JSON text
         self.key_text = [_dumps(k) for k in model._holder_keys]
         self.pool_names = [_dumps(n) for n in _POOL_NAMES]
@@ -109,26 +120,35 @@ class TopicListReplay:
         m = self.m
         w = _FlowWorld(m, m.initial())  # type: ignore[arg-type]
         head, tail = self.render(w)
+        held = self.invariants_hold(w)  # as long as a step leaves their inputs alone
         for i in range(lo, hi):
             try:
                 act = self.action(action[i], params[i])
                 dt = self.quiet_advance(w, act)
                 if dt:
-                    w.advance(dt)
+                    if w.execq:
+                        w.advance(dt)
+                    else:  # what `advance` does with nothing queued
+                        w.now += dt
                     predicted = _NO_REPLIES
                 else:
                     self.enabled(w, act)
                     w.out = []
                     self.apply(w, act)
-                    w.out.sort(key=_first)  # stable: per connection, in append order
-                    predicted = _dumps({"replies": [d for _, d in w.out]}) if w.out else _NO_REPLIES
-                    if not self.invariants_hold(w):
-                        return i - lo + 1
-                    head, tail = self.render(w)
-                if predicted != observation[i] and not same_json(predicted, observation[i]):
+                    if act.name in _FLAGS:
+                        predicted = _NO_REPLIES
+                        head = self.render_head(w)
+                    else:
+                        w.out.sort(key=_first)  # stable: per connection, in append order
+                        predicted = _dumps({"replies": [d for _, d in w.out]}) if w.out else _NO_REPLIES
+                        held = self.invariants_hold(w)
+                        head, tail = self.render(w)
+                if not held or (predicted != observation[i] and not same_json(predicted, observation[i])):
                     return i - lo + 1
-                text = f"{head}{w.now}{tail}"
-                if text != vars_[i] and not same_values(m.vars(w.freeze()), json.loads(vars_[i])):
+                text = vars_[i]  # is it head, now, tail? (without building a 3 KB string)
+                if not (text.startswith(head) and text.endswith(tail)
+                        and text[len(head):len(text) - len(tail)] == str(w.now)) and not same_values(
+                            m.vars(w.freeze()), json.loads(text)):
                     return i - lo + 1
             except Exception:  # an action the model does not enable, or anything it would not take
                 return i - lo + 1
@@ -142,6 +162,14 @@ class TopicListReplay:
             if len(self.actions) >= _CACHE_LIMIT:
                 self.actions.clear()
             self.actions[name, params] = found
+        return found
+
+    def among(self, key: tuple[Any, ...], make: Callable[..., tuple[Action, ...]], *args: Any) -> frozenset[Action]:
+        """The actions the model enumerates with `make(*args)`, as a set: found by hash rather than compared
+        one by one (an action with an unhashable value raises: the model does not enable it either)."""
+        found = self.offers.get(key)
+        if found is None:
+            found = self.offers[key] = frozenset(make(*args))
         return found
 
     # --- one step, as FlowsScope._step_flows -------------------------------------------------------
@@ -170,13 +198,12 @@ class TopicListReplay:
             ok = type(rid) is int and 0 <= rid < len(w.reqs) and w.reqs[rid][F_STAGE] == ST_LIST
             if ok:
                 proxy = w.reqs[cast(int, rid)][F_KIND] == K_PROXY
-                ok = proxy == (name == "complete_broker_response") and action in m._per_id(
-                    "response" if proxy else "listing", cast(int, rid),
-                    m._response_actions if proxy else m._listing_actions)
+                ok = proxy == (name == "complete_broker_response") and action in self.among(
+                    (name, rid), m._response_actions if proxy else m._listing_actions, rid)
         elif name == "complete_write":
             wid = action.get("id")
             ok = type(wid) is int and 0 <= wid < len(w.writes) and w.writes[wid].pending
-            ok = ok and action in m._write_actions(cast(int, wid))
+            ok = ok and action in self.among((name, wid), m._write_actions, wid)
         elif name == "arm_serialization_fault":
             rid = action.get("request_id")
             ok = type(rid) is int and 0 <= rid < len(w.reqs) and len(action.params) == 1
@@ -190,8 +217,9 @@ class TopicListReplay:
                                        for i in range(len(m.limiters)))
         elif name in ("get_topics", "proxy_get_topics", "watch"):
             nreq = len(w.reqs)
-            ok = nreq < m.max_requests and any(w.conns[c][0] and action in m._new_requests(nreq, c)
-                                               for c in range(len(w.conns)))
+            ok = nreq < m.max_requests and any(
+                w.conns[c][0] and action in self.among(("new", nreq, c), m._new_requests, nreq, c)
+                for c in range(len(w.conns)))
         elif name == "watch_close":
             nreq = len(w.reqs)
             ok = nreq < m.max_requests and any(
@@ -200,7 +228,8 @@ class TopicListReplay:
                 for rid, r in enumerate(w.reqs))
         elif name == "topics_changed":
             live = {r[F_NS] for r in w.reqs if r[F_KIND] == K_WATCH and r[F_REG] and r[F_LIVE]}
-            ok = w.changes < m.max_topic_changes and any(action in m._change_actions[ns] for ns in live)
+            ok = w.changes < m.max_topic_changes and any(
+                action in self.among((name, ns), m._change_actions.__getitem__, ns) for ns in live)
         else:
             ok = action in m._enabled_flows(w.freeze())
         if not ok:
@@ -252,46 +281,50 @@ class TopicListReplay:
     # --- invariants, as FlowsScope._flow_invariants --------------------------------------------------
 
     def invariants_hold(self, w: _FlowWorld) -> bool:
+        """TL-I1..TL-I8 in one pass over the requests, writes and queues (a conjunction: the order its parts are
+        checked in does not matter)."""
         m = self.m
         maxp, maxq = m.pool_max, m.pool_queue
         avail, queues, reqs, writes = w.avail, w.queues, w.reqs, w.writes
-        if not all(0 <= avail[p] <= maxp[p] for p in self.bounded):  # TL-I1
-            return False
-        sums = [0] * len(maxp)  # TL-I2
+        for p in self.bounded:  # TL-I1
+            if not 0 <= avail[p] <= maxp[p]:
+                return False
+        sums = [0] * len(maxp)  # TL-I2's permits held
+        listing = pending = queued = False
         for r in reqs:
-            sums[r[F_LIM]] += r[F_P0] + r[F_P1]
-            sums[r[F_LIM] + 1] += r[F_PD]
+            lim, p0, p1, pd = r[F_LIM], r[F_P0], r[F_P1], r[F_PD]
+            sums[lim] += p0 + p1
+            sums[lim + 1] += pd
+            hm, dm = maxp[lim], maxp[lim + 1]
+            if (hm > 0 and (p0 > hm or p1 > hm)) or (dm > 0 and pd > dm):  # TL-I5
+                return False
+            if r[F_REPLIES] > 1:  # TL-I8
+                return False
+            listing = listing or r[F_STAGE] == ST_LIST
         for wr in writes:
+            mx = maxp[wr.pool]
             sums[wr.pool] += wr.permits
-        if not all(maxp[p] - avail[p] == sums[p] for p in self.bounded):
-            return False
-        for q in queues:  # TL-I4
-            for rid, _n, _prev in q:
-                if reqs[rid][F_STAGE] not in (ST_HEAP, ST_UPD, ST_DIRECT):
+            if mx > 0 and wr.permits > mx:  # TL-I5
+                return False
+            pending = pending or wr.pending
+        for p in self.bounded:  # TL-I2
+            if maxp[p] - avail[p] != sums[p]:
+                return False
+        for p, q in enumerate(queues):
+            if q:
+                queued = True
+                if 0 < maxq[p] < len(q):  # TL-I6
                     return False
-        if not w.execq and any(queues):
+                for rid, _n, _prev in q:  # TL-I4
+                    if reqs[rid][F_STAGE] not in _QUEUED_STAGES:
+                        return False
+        if queued and not w.execq:  # TL-I4: a queued request waits on the executor
             return False
-        for r in reqs:  # TL-I5
-            hm, dm = maxp[r[F_LIM]], maxp[r[F_LIM] + 1]
-            if hm > 0 and (r[F_P0] > hm or r[F_P1] > hm):
-                return False
-            if dm > 0 and r[F_PD] > dm:
-                return False
-        if not all(maxp[wr.pool] <= 0 or wr.permits <= maxp[wr.pool] for wr in writes):
-            return False
-        if not all(maxq[p] <= 0 or len(queues[p]) <= maxq[p] for p in range(len(maxp))):  # TL-I6
-            return False
-        quiescent = (not w.execq and not any(queues) and all(r[F_STAGE] != ST_LIST for r in reqs)
-                     and all(not wr.pending for wr in writes))
-        if quiescent and not (all(maxp[p] <= 0 or avail[p] == maxp[p] for p in range(len(maxp)))  # TL-I7
-                              and w.lookup == m.lookup_max):
-            return False
-        for r in reqs:  # TL-I8
-            if r[F_REPLIES] > 1:
-                return False
-            if quiescent and r[F_REPLIES] != 1 and not (r[F_KIND] == K_WATCH and r[F_QUIET]):
-                return False
-        return True
+        if w.execq or queued or listing or pending:  # not quiescent
+            return True
+        if any(maxp[p] > 0 and avail[p] != maxp[p] for p in range(len(maxp))) or w.lookup != m.lookup_max:
+            return False  # TL-I7
+        return all(r[F_REPLIES] == 1 or (r[F_KIND] == K_WATCH and r[F_QUIET]) for r in reqs)  # TL-I8, quiescent
 
     # --- the variables as text, as FlowsScope._vars_flows ----------------------------------------------
 
@@ -332,17 +365,6 @@ class TopicListReplay:
         m = self.m
         if len(self.texts) >= _CACHE_LIMIT:
             self.texts.clear()
-        conns = []
-        for i, (active, replies, backoff) in enumerate(w.conns):
-            last = self.last_conns[i] if i < len(self.last_conns) else None
-            if last is not None and last[1] is replies and last[0] == active and last[2] == backoff:
-                conns.append(last[3])  # the world replaces a connection's replies when one is added
-                continue
-            shown = ", ".join(self.reply_text(i, msg) for msg in replies)
-            text = (f'{{"active": {_bool(active)}, "backoff_ms": {backoff}, "replies": [{shown}], '
-                    f'"world": {self.worlds[i]}}}')
-            self.last_conns[i:i + 1] = [(active, replies, backoff, text)]
-            conns.append(text)
         if len(self.last_holders) != len(w.holders) or any(a is not b for a, b in zip(w.holders, self.last_holders,
                                                                                          strict=True)):
             self.last_holders = list(w.holders)  # holders are replaced, never changed in place
@@ -350,8 +372,6 @@ class TopicListReplay:
                 f'{{"key": {self.key_text[i]}, "size": {max(h.size, -1)}, '
                 f'"state": "{_HOLDER_STATE.get(h.size, "KNOWN")}", "waiters": {len(h.waiters)}}}'
                 for i, h in enumerate(w.holders))
-        holders = self.holders
-        denied = _dumps([ns for ns, d in zip(m.namespaces, w.denied, strict=True) if d]) if any(w.denied) else "[]"
         now = w.now
         executor = ", ".join(str(now + (e >> _TSHIFT)) for e in w.execq)
         listings: list[str] = []
@@ -368,9 +388,26 @@ class TopicListReplay:
         pools = self.pools_text(w)
         writes = ", ".join(f'{{"id": {i}, "pending": {_bool(wr.pending)}, "request": {wr.request}}}'
                            for i, wr in enumerate(w.writes))
-        head = (f'{{"connections": [{", ".join(conns)}], "denied": {denied}, "executor": [{executor}], '
-                f'"holders": [{holders}], "listings": [{", ".join(listings)}], "lookup_available": {w.lookup}, '
-                f'"now": ')
+        self.after_denied = (f'"executor": [{executor}], "holders": [{self.holders}], '
+                             f'"listings": [{", ".join(listings)}], "lookup_available": {w.lookup}, "now": ')
         tail = (f', "pools": [{pools}], "proxy_lookup_available": {m.proxy_lookup_max}, '
                 f'"responses": [{", ".join(responses)}], "watchers": [{", ".join(watchers)}], "writes": [{writes}]}}')
-        return head, tail
+        return self.render_head(w), tail
+
+    def render_head(self, w: _FlowWorld) -> str:
+        """The text before `now`: the connections and denied namespaces rendered (the connections from what
+        each last showed when it has not changed), the rest as `render` last left it."""
+        conns = []
+        for i, (active, replies, backoff) in enumerate(w.conns):
+            last = self.last_conns[i] if i < len(self.last_conns) else None
+            if last is not None and last[1] is replies and last[0] == active and last[2] == backoff:
+                conns.append(last[3])  # the world replaces a connection's replies when one is added
+                continue
+            shown = ", ".join(self.reply_text(i, msg) for msg in replies)
+            text = (f'{{"active": {_bool(active)}, "backoff_ms": {backoff}, "replies": [{shown}], '
+                    f'"world": {self.worlds[i]}}}')
+            self.last_conns[i:i + 1] = [(active, replies, backoff, text)]
+            conns.append(text)
+        denied = (_dumps([ns for ns, d in zip(self.m.namespaces, w.denied, strict=True) if d]) if any(w.denied)
+                  else "[]")
+        return f'{{"connections": [{", ".join(conns)}], "denied": {denied}, {self.after_denied}'
