@@ -3,7 +3,7 @@
 `full_verdict` reads a subscription into model actions (`partition`), builds a `KeySharedModel` for
 its configuration (and so every ring again), and at every step enumerates the enabled actions,
 thaws the frozen state into a step world, freezes it back and evaluates every invariant on the whole
-state: about 50 µs an event. `KeySharedReplay` runs one subscription's columns on a world that lives
+state: about 60 µs an event. `KeySharedReplay` runs one subscription's columns on a world that lives
 for the whole subscription instead:
 
 - the dispatcher's operations (§4.4–§4.6 as `models.keyshared._Dispatch` runs them for pip379, with no

@@ -138,8 +138,8 @@ def test_a_model_it_does_not_mirror_is_refused_and_the_full_model_replays_every_
 
 
 def test_the_invariants_fire_on_the_worlds_the_models_invariants_reject() -> None:
-    """pip379 keeps its invariants on every log it follows, so no log reaches these checks before a divergence:
-    the world of a log it follows is brought to each rejected state by hand, as the model's own test does."""
+    """pip379 keeps its invariants under the log's configuration, so a log breaks one only where it diverges
+    too: the world of a log pip379 follows is brought to each rejected state by hand, as the model's test does."""
     rows = [("add", 1, None, None, "consumer1", 2), *[("publish", None, p, "k", None, None) for p in range(3)],
             ("run", None, None, None, None, None), ("dispatch", 1, 0, None, None, None),
             ("dispatch", 1, 1, None, None, None), ("add", 2, None, None, "consumer2", 2)]
