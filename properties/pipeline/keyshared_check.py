@@ -70,7 +70,6 @@ REPLAY_SCHEMA = ("key long, events long, step long, seq long, failures string, d
                  "explained_by string, divergence_step long, divergence string")
 """A subscription's verdict: the client record's first failing action (`step`, `seq` of the record,
 `failures`, `detail`), the variants that explain it, and where the log first leaves pip379."""
-_NULL = NULL  # stands for a null number in the replay's lists; quarantine keeps it out of used fields
 _BATCH = 65_536  # rows per batch of the in-process replay (Spark sizes its own)
 
 
@@ -153,8 +152,8 @@ def _column(table: pa.Table | pa.RecordBatch, name: str) -> pa.Array:
 
 
 def _numbers(column: pa.Array) -> list[int]:
-    """An int64 column as a list, nulls as `_NULL` (ten times faster than `to_pylist`)."""
-    return np.asarray(column.fill_null(_NULL)).tolist()  # type: ignore[no-any-return]
+    """An int64 column as a list, nulls as `NULL` (ten times faster than `to_pylist`)."""
+    return np.asarray(column.fill_null(NULL)).tolist()  # type: ignore[no-any-return]
 
 
 def _strings(column: pa.Array) -> list[str | None]:
@@ -212,7 +211,7 @@ def _verdicts(table: pa.Table | pa.RecordBatch, conformance: bool = False) -> pa
     With `conformance`, a subscription the client record passes goes through the compiled pip379
     replay, and through the full model only if that finds it leaving the model (or is not available).
     """
-    sub = np.asarray(_column(table, KEY).fill_null(_NULL))
+    sub = np.asarray(_column(table, KEY).fill_null(NULL))
     seq, consumer, position, hashes = (_numbers(_column(table, n)) for n in ("seq", "consumer", "position", "hash"))
     event, key = _strings(_column(table, "event")), _strings(_column(table, "key"))
     fast = _compiled() if conformance else None
@@ -291,7 +290,7 @@ def python_replay(table: pa.Table, conformance: bool = False) -> dict[int, str]:
 def python_sql_checks(table: pa.Table) -> list[tuple[int, int, str]]:
     """The SQL checks' rules in this process (the bench's baseline): (subscription, seq, check) per finding."""
     ordered = table.sort_by([(KEY, "ascending"), ("seq", "ascending")])
-    sub = np.asarray(_column(ordered, KEY).fill_null(_NULL))
+    sub = np.asarray(_column(ordered, KEY).fill_null(NULL))
     seq, consumer, position, hashes = (_numbers(_column(ordered, n)) for n in ("seq", "consumer", "position", "hash"))
     event = _strings(_column(ordered, "event"))
     found: list[tuple[int, int, str]] = []
