@@ -105,10 +105,12 @@ class TopicListReplay:
         self.actions: dict[tuple[str, str], Action] = {}
         self.offers: dict[tuple[Any, ...], frozenset[Action]] = {}
         self.last_conns: list[tuple[bool, tuple[Any, ...], int, str]] = []  # per connection: as last rendered
+        self.shown_conns: list[list[Any]] = []  # the connections' values, and their text, as last rendered
+        self.conns_text = ""
         self.last_holders: list[Any] = []
         self.holders = ""
         self.after_denied = ""  # the variables' text from the executor to `now`, as `render` last made it
-        self.texts: dict[Any, str] = {}  # a reply on a connection, a topic list: their JSON text
+        self.texts: dict[Any, str] = {}  # JSON text of a reply on a connection, a topic list, a holder, the pools
         self.key_text = [_dumps(k) for k in model._holder_keys]
         self.pool_names = [_dumps(n) for n in _POOL_NAMES]
         self.worlds = [_dumps(w) for w in model.conn_worlds]
@@ -341,6 +343,14 @@ class TopicListReplay:
             found = self.texts[topics] = _dumps(list(topics))
         return found
 
+    def holder_text(self, i: int, size: int, waiters: int) -> str:
+        found = self.texts.get(("holder", i, size, waiters))
+        if found is None:
+            found = self.texts["holder", i, size, waiters] = (
+                f'{{"key": {self.key_text[i]}, "size": {max(size, -1)}, '
+                f'"state": "{_HOLDER_STATE.get(size, "KNOWN")}", "waiters": {waiters}}}')
+        return found
+
     def pools_text(self, w: _FlowWorld) -> str:
         """The pools' JSON text; cached by their numbers while nothing is queued (queued entries name requests)."""
         key = None if any(w.queues) else (*w.avail, *w.closed, *w.grants, *w.timeouts)
@@ -365,13 +375,9 @@ class TopicListReplay:
         m = self.m
         if len(self.texts) >= _CACHE_LIMIT:
             self.texts.clear()
-        if len(self.last_holders) != len(w.holders) or any(a is not b for a, b in zip(w.holders, self.last_holders,
-                                                                                         strict=True)):
-            self.last_holders = list(w.holders)  # holders are replaced, never changed in place
-            self.holders = ", ".join(
-                f'{{"key": {self.key_text[i]}, "size": {max(h.size, -1)}, '
-                f'"state": "{_HOLDER_STATE.get(h.size, "KNOWN")}", "waiters": {len(h.waiters)}}}'
-                for i, h in enumerate(w.holders))
+        if w.holders != self.last_holders:  # (named tuples, so found alike by identity as long as none was replaced)
+            self.last_holders = list(w.holders)
+            self.holders = ", ".join(self.holder_text(i, h.size, len(h.waiters)) for i, h in enumerate(w.holders))
         now = w.now
         executor = ", ".join(str(now + (e >> _TSHIFT)) for e in w.execq)
         listings: list[str] = []
@@ -397,17 +403,23 @@ class TopicListReplay:
     def render_head(self, w: _FlowWorld) -> str:
         """The text before `now`: the connections and denied namespaces rendered (the connections from what
         each last showed when it has not changed), the rest as `render` last left it."""
-        conns = []
-        for i, (active, replies, backoff) in enumerate(w.conns):
-            last = self.last_conns[i] if i < len(self.last_conns) else None
-            if last is not None and last[1] is replies and last[0] == active and last[2] == backoff:
-                conns.append(last[3])  # the world replaces a connection's replies when one is added
-                continue
-            shown = ", ".join(self.reply_text(i, msg) for msg in replies)
-            text = (f'{{"active": {_bool(active)}, "backoff_ms": {backoff}, "replies": [{shown}], '
-                    f'"world": {self.worlds[i]}}}')
-            self.last_conns[i:i + 1] = [(active, replies, backoff, text)]
-            conns.append(text)
-        denied = (_dumps([ns for ns, d in zip(self.m.namespaces, w.denied, strict=True) if d]) if any(w.denied)
-                  else "[]")
-        return f'{{"connections": [{", ".join(conns)}], "denied": {denied}, {self.after_denied}'
+        if w.conns != self.shown_conns:  # (a connection's replies are a tuple, replaced when one is added)
+            conns = []
+            for i, (active, replies, backoff) in enumerate(w.conns):
+                last = self.last_conns[i] if i < len(self.last_conns) else None
+                if last is not None and last[1] is replies and last[0] == active and last[2] == backoff:
+                    conns.append(last[3])
+                    continue
+                shown = ", ".join(self.reply_text(i, msg) for msg in replies)
+                text = (f'{{"active": {_bool(active)}, "backoff_ms": {backoff}, "replies": [{shown}], '
+                        f'"world": {self.worlds[i]}}}')
+                self.last_conns[i:i + 1] = [(active, replies, backoff, text)]
+                conns.append(text)
+            self.shown_conns = [list(c) for c in w.conns]
+            self.conns_text = ", ".join(conns)
+        denied = "[]"
+        if any(w.denied):
+            key = ("denied", *w.denied)
+            denied = self.texts.get(key) or self.texts.setdefault(
+                key, _dumps([ns for ns, d in zip(self.m.namespaces, w.denied, strict=True) if d]))
+        return f'{{"connections": [{self.conns_text}], "denied": {denied}, {self.after_denied}'
