@@ -123,6 +123,11 @@ def bench(mechanism: Mechanism, *, seconds: float, seed: int, folder: Path = OUT
     out["explorer_states"] = len(result.states)
     out["explorer_states_per_s"] = round(result.states_per_second)
     out["explorer_vs_goal"] = round(result.states_per_second / EXPLORER_GOAL, 2)
+    # What the rate is made of: the goal asks a transition (step, key, dedup) of at most this many µs.
+    per_state = result.transitions / len(result.states)
+    out["explorer_transitions_per_state"] = round(per_state, 1)
+    out["explorer_us_per_transition"] = round(result.elapsed_s / max(result.transitions, 1) * 1e6, 2)
+    out["explorer_goal_us_per_transition"] = round(1e6 / EXPLORER_GOAL / max(per_state, 1e-9), 2)
     started = time.perf_counter()
     explore(model, check_liveness=True, max_states=2_000_000)
     out["explorer_with_liveness_s"] = round(time.perf_counter() - started, 2)
