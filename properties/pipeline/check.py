@@ -119,19 +119,22 @@ def sql_checks(mechanism: str, valid: DataFrame) -> DataFrame:
 def _early_offers(valid: DataFrame, key: str) -> DataFrame:
     """DD-I1's offers against adds, from the columns ingest extracted: each add and each offered position is
     a mark on its (tracker, ledger, entry), and one window per position in seq order carries the
-    deliver_at of the latest add to every later offer. The position's marks share the tracker, so the
-    window needs no shuffle, only a sort within each Spark partition. A value of another type was read as
-    null, so a record whose JSON holds something else there is left to the replay (which reports it)."""
+    deliver_at of the latest add to every later offer. An add is its mark as it stands (a projection) and
+    only the records offering something are exploded (one generator over the adds' records as well, each
+    building an array of one struct, made the check slower, most in its first run); the union keeps the Spark partitioning, and a
+    position's marks share the tracker, so the window needs no shuffle, only a sort within each Spark
+    partition. A value of another type was read as null, so a record whose JSON holds something else
+    there is left to the replay (which reports it)."""
     tick = int(cast(int, registry.get("delayed").hypothesis_configs[spec("delayed").config_name]["tick"]))
     none = F.lit(None).cast("long")
-    added = F.array(F.struct(F.col("add_ledger").alias("ledger"), F.col("add_entry").alias("entry"),
-                             F.col("add_deliver_at").alias("due"), none.alias("now")))
-    offers = F.transform(F.col("offered"), lambda p: F.struct(
-        F.try_element_at(p, F.lit(1)).alias("ledger"), F.try_element_at(p, F.lit(2)).alias("entry"),
-        none.alias("due"), F.col("now").alias("now")))
-    marks = valid.where((F.col("action") == "add") | F.col("offered").isNotNull()).select(
-        key, "seq", F.inline(F.when(F.col("action") == "add", added).otherwise(offers)),
-    ).where(F.col("ledger").isNotNull() & F.col("entry").isNotNull())
+    add = F.col("action") == "add"
+    adds = valid.where(add).select(key, "seq", F.col("add_ledger").alias("ledger"), F.col("add_entry").alias("entry"),
+                                   F.col("add_deliver_at").alias("due"), none.alias("now"))
+    offers = valid.where(~add & (F.size("offered") > 0)).select(key, "seq", "now", F.explode("offered").alias("p"))
+    marks = adds.unionByName(offers.select(
+        key, "seq", F.try_element_at("p", F.lit(1)).alias("ledger"), F.try_element_at("p", F.lit(2)).alias("entry"),
+        none.alias("due"), "now",
+    )).where(F.col("ledger").isNotNull() & F.col("entry").isNotNull())
     earlier = Window.partitionBy(key, "ledger", "entry").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
     return (
         marks.select(key, "seq", "ledger", "entry", "now", F.last("due", ignorenulls=True).over(earlier).alias("due"))
