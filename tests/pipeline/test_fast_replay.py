@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from properties import registry
-from properties.pipeline.replay import Records, fast_replay, model, python_replay, read_log_table, run
+from properties.pipeline.replay import (
+    Records,
+    fast_replay,
+    model,
+    python_replay,
+    read_log_table,
+    replay_batches,
+    run,
+)
 from properties.pipeline.schema import spec
 from properties.pipeline.simulate import simulate
 
@@ -134,3 +142,18 @@ def test_fast_and_full_replay_agree_on_mutated_partitions(
         assert fast == full, records
         failing += full is not None
     assert 100 < failing < 400  # most edits break the log, some do not (values written another way)
+
+
+@pytest.mark.parametrize("mechanism", COMPILED)
+def test_batches_that_cut_partitions_give_one_verdict_per_partition(
+    logs: dict[tuple[str, str | None], Path], mechanism: str,
+) -> None:
+    """Spark hands a task batches that may cut a partition anywhere: the verdicts are those of whole partitions."""
+    fault = next(iter(registry.get(mechanism).twins))
+    table = read_log_table(mechanism, logs[mechanism, fault])
+    rows = [row for size in (7, 40, 1000) for verdicts in replay_batches(mechanism, iter(table.to_batches(size)))
+            for row in verdicts.to_pylist()]
+    assert [row["key"] for row in rows] == list(range(60)) * 3
+    assert all(row["events"] == 40 for row in rows)
+    assert [row["key"] for row in rows if row["step"] is not None] == [5, 30, 59] * 3
+    assert all(row["explained_by"] == fault for row in rows if row["step"] is not None)
