@@ -121,10 +121,10 @@ def _early_offers(valid: DataFrame, key: str) -> DataFrame:
     a mark on its (tracker, ledger, entry), and one window per position in seq order carries the
     deliver_at of the latest add to every later offer. An add is its mark as it stands (a projection) and
     only the records offering something are exploded (one generator over the adds' records as well, each
-    building an array of one struct, made the check slower, most in its first run); the union keeps the Spark partitioning, and a
-    position's marks share the tracker, so the window needs no shuffle, only a sort within each Spark
-    partition. A value of another type was read as null, so a record whose JSON holds something else
-    there is left to the replay (which reports it)."""
+    building an array of one struct, made the check slower, most in its first run); the union keeps the
+    Spark partitioning, and a position's marks share the tracker, so the window needs no shuffle, only a
+    sort within each Spark partition. A value of another type was read as null, so a record whose JSON
+    holds something else there is left to the replay (which reports it)."""
     tick = int(cast(int, registry.get("delayed").hypothesis_configs[spec("delayed").config_name]["tick"]))
     none = F.lit(None).cast("long")
     add = F.col("action") == "add"
