@@ -13,7 +13,8 @@ the model's own operations) alive for a whole partition and
 - runs the action on the world with the model's dispatch (`FlowsScope._step_flows`), and an
   `advance(dt)` before which no executor entry falls due (three records in four of a simulated log)
   as what it is: the clock moves, nothing else changes, so no invariant can break and only `now`
-  changes among the variables;
+  changes among the variables (with nothing queued, an advance's parameters found enabled once are
+  taken by their text);
 - checks the invariants of `FlowsScope._flow_invariants` on the world, in one pass, after every step
   but those that only set a flag no invariant reads (a fault armed, a connection closed, a namespace
   denied: their verdict is the last one);
@@ -103,6 +104,7 @@ class TopicListReplay:
             raise ValueError("the compiled topiclist replay covers the flows scope with TL-I1..TL-I8")
         self.m = model
         self.actions: dict[tuple[str, str], Action] = {}
+        self.idle: dict[str, int] = {}  # an advance's parameters: its dt, quiet and enabled whenever nothing is queued
         self.offers: dict[tuple[Any, ...], frozenset[Action]] = {}
         self.last_conns: list[tuple[bool, tuple[Any, ...], int, str]] = []  # per connection: as last rendered
         self.shown_conns: list[list[Any]] = []  # the connections' values, and their text, as last rendered
@@ -123,10 +125,17 @@ class TopicListReplay:
         w = _FlowWorld(m, m.initial())  # type: ignore[arg-type]
         head, tail = self.render(w)
         held = self.invariants_hold(w)  # as long as a step leaves their inputs alone
+        idle = self.idle
         for i in range(lo, hi):
             try:
-                act = self.action(action[i], params[i])
-                dt = self.quiet_advance(w, act)
+                dt = idle.get(params[i], 0) if not w.execq and action[i] == "advance" else 0
+                if not dt:
+                    act = self.action(action[i], params[i])
+                    dt = self.quiet_advance(w, act)
+                    if dt and not w.execq:
+                        if len(idle) >= _CACHE_LIMIT:
+                            idle.clear()
+                        idle[params[i]] = dt
                 if dt:
                     if w.execq:
                         w.advance(dt)
