@@ -200,7 +200,7 @@ def _leaves_current(records: Sequence[Record]) -> ClientVerdict | None:
 
 
 @functools.cache
-def _compiled() -> KeySharedReplay | None:
+def compiled_replay() -> KeySharedReplay | None:
     """The compiled replay of the current variant (one per process), or None if it does not mirror that model."""
     return compiled(registry.get(MECHANISM).current)
 
@@ -214,7 +214,7 @@ def _verdicts(table: pa.Table | pa.RecordBatch, conformance: bool = False) -> pa
     sub = np.asarray(_column(table, KEY).fill_null(NULL))
     seq, consumer, position, hashes = (_numbers(_column(table, n)) for n in ("seq", "consumer", "position", "hash"))
     event, key = _strings(_column(table, "event")), _strings(_column(table, "key"))
-    fast = _compiled() if conformance else None
+    fast = compiled_replay() if conformance else None
     if fast is not None:
         name, permits = _strings(_column(table, "name")), _numbers(_column(table, "permits"))
     out: dict[str, list[Any]] = {name: [] for name in ("key", "events", "step", "seq", "failures", "detail",

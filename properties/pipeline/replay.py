@@ -36,6 +36,7 @@ from models.delayed import DelayedModel
 from models.topiclist import TopicListModel
 from properties import registry
 from properties.engines.lockstep import DIVERGENCE, Lockstep
+from properties.pipeline import keyshared_check
 from properties.pipeline.delayed_replay import DelayedReplay
 from properties.pipeline.records import action_of
 from properties.pipeline.schema import SPECS, spec
@@ -263,7 +264,9 @@ def read_log_table(mechanism: str, path: Path) -> pa.Table:
 
 
 def _start(mechanism: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    if mechanism in SPECS and mechanism != "keyshared":
+    if mechanism == "keyshared":
+        keyshared_check.compiled_replay()
+    elif mechanism in SPECS:
         fast_replay(mechanism)
     for _ in batches:
         pass

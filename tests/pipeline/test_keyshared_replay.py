@@ -130,7 +130,7 @@ def test_a_model_it_does_not_mirror_is_refused_and_the_full_model_replays_every_
 ) -> None:
     assert compiled("pip379") is not None
     assert compiled("classic") is None and compiled("pip282") is None
-    monkeypatch.setattr(keyshared_check, "_compiled", lambda: None)
+    monkeypatch.setattr(keyshared_check, "compiled_replay", lambda: None)
     explained = _spy(monkeypatch)
     clean = [r for key in (1, 2) for r in walk("pip379", key, 40, random.Random(f"clean:{key}"))]
     assert python_replay(to_table(sorted(clean + _twin())), conformance=True) == {5: DIVERGENCE}
