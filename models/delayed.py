@@ -368,7 +368,7 @@ class DelayedModel:
         )
         self._fire = Action.of("fire")
         self._choices: dict[int, tuple[int, ...]] = {}
-        self._parsed: dict[Action, tuple[int, int]] = {}
+        self._parsed: dict[Action, tuple[Action, tuple[int, int]]] = {}
 
         def unbroken(name: str) -> Invariant[DelayedState]:
             return Invariant(name, lambda s: name not in s.broken, DESCRIPTIONS[name])
@@ -469,10 +469,15 @@ class DelayedModel:
         return out
 
     def _parse(self, action: Action) -> tuple[int, int]:
-        """The action's two int arguments (cached per action): validated once, then looked up."""
-        found = self._parsed.get(action)
-        if found is not None:
-            return found
+        """The action's two int arguments (cached per action): validated once, then looked up. Since
+        `1 == True == 1.0`, an action equal to one already parsed may still carry a bool or a float, which must
+        be refused whatever came before: a hit counts only for the very object parsed (the explorer steps the
+        actions `enabled` returned) or one whose parameters have the same types."""
+        hit = self._parsed.get(action)
+        if hit is not None:
+            known, found = hit
+            if known is action or [type(v) for _, v in known.params] == [type(v) for _, v in action.params]:
+                return found
         values: list[int] = []
         for name in _ARGUMENTS.get(action.name, ()):
             value = action.get(name)
@@ -492,7 +497,7 @@ class DelayedModel:
             found = (values[0] if values else 0, 0)
         else:
             raise ActionNotEnabled(action, "unknown action")
-        self._parsed[action] = found
+        self._parsed[action] = (action, found)
         return found
 
     def _round(self, w: _Step) -> Observation:

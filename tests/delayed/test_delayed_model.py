@@ -284,6 +284,20 @@ def test_actions_outside_the_choices_are_not_enabled() -> None:
             model.step(state, action)
 
 
+def test_a_bool_or_float_parameter_is_refused_even_after_the_equal_int_one_was_taken() -> None:
+    """`1 == True == 1.0`, so the parse cache must not answer for an equal action of other types."""
+    from models.core import ActionNotEnabled
+
+    model = DelayedModel()
+    state, _ = model.step(model.initial(), Action.of("add", ledger=1, entry=0, deliver_at=5))
+    for action in [Action.of("add", ledger=True, entry=0, deliver_at=5),
+                   Action.of("add", ledger=1, entry=0, deliver_at=5.0)]:
+        assert action == Action.of("add", ledger=1, entry=0, deliver_at=5)
+        with pytest.raises(ActionNotEnabled, match="must be an int"):
+            model.step(model.initial(), action)
+    assert model.step(model.initial(), Action.of("add", ledger=1, entry=0, deliver_at=5))[0] == state
+
+
 # ----- every property can fail: hand-made bad states and planted bugs -----
 
 
