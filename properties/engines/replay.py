@@ -160,6 +160,9 @@ def replay(
             if step.action.name not in known:
                 unknown = step.action.name
                 raise TraceError(f"{source}: step {index}: unknown action {unknown!r} for {trace.mechanism}")
+            mistyped = _mistyped(model.enabled(lockstep.state), step.action)
+            if mistyped is not None:
+                raise TraceError(f"{source}: step {index}: {step.action}: {mistyped}")
             try:
                 outcome = lockstep.apply(step.action)
             except ActionNotEnabled as exc:
@@ -181,6 +184,26 @@ def replay(
             last = len(trace.steps) - 1
             return ReplayResult(len(trace.steps), last, (str(names[0]),), f"{kind}: {why}")
     return ReplayResult(len(trace.steps), None, ())
+
+
+def _mistyped(enabled: Sequence[Action], action: Action) -> str | None:
+    """Which parameter of `action` has another type than in the enabled action it equals, or None.
+
+    `1 == True == 1.0`, so a model looking actions up by equality would take `consumer: true` or
+    `dt: 50.0` in a hand-edited trace for the int the model offers; the trace is refused instead.
+    """
+    offered = next((a for a in enabled if a == action), None)
+    if offered is None:
+        return None  # the model's own step says why it is not enabled
+    for (name, value), (_, expected) in zip(action.params, offered.params, strict=True):
+        if _types(value) != _types(expected):
+            return (f"parameter {name!r} is {type(value).__name__} {value!r} where the model offers "
+                    f"{type(expected).__name__} {expected!r}")
+    return None
+
+
+def _types(value: object) -> object:
+    return tuple(_types(v) for v in value) if isinstance(value, tuple) else type(value)
 
 
 def reproduction_problems(mechanism: Mechanism, trace: Trace, path: Path, current: str | None = None) -> list[str]:

@@ -120,6 +120,17 @@ def test_malformed_traces_get_one_line_errors(tmp_path: Path, doc: object, messa
 
 
 @pytest.mark.usefixtures("tiny_registered")
+def test_a_bool_parameter_equal_to_the_offered_int_is_rejected_naming_the_step(tmp_path: Path) -> None:
+    """`add(n=true)` equals the offered `add(n=1)` (1 == True), so the replay compares types (a float never
+    gets this far: the trace format refuses it)."""
+    doc = _good_doc()
+    doc["states"][5][tf.PARAMS]["n"] = True
+    with pytest.raises(tf.TraceError, match=r"bad.json: step 5: add\(n=True\): parameter 'n' is bool True where "
+                                            r"the model offers int 1"):
+        replay(tf.load(_write(tmp_path, doc)), "bad.json", check_vars=False)
+
+
+@pytest.mark.usefixtures("tiny_registered")
 def test_unknown_and_disabled_actions_are_rejected_naming_the_step(tmp_path: Path) -> None:
     doc = _good_doc()
     doc["states"][2][tf.ACTION] = "explode"
