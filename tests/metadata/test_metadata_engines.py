@@ -167,7 +167,11 @@ def test_z3_proves_per_path_order_and_the_work_stealing_twin_breaks_it() -> None
     assert [(r.invariant, r.status) for r in held] == [("MD-I1", "inductive"), ("MD-I1-W", "inductive")]
     [twin] = twins
     assert (twin.invariant, twin.status, twin.depth) == ("MD-I1", "counterexample", 4)
-    assert [a.name for a in twin.actions] == ["submit", "start", "submit", "start"]
+    # Z3's model depends on what the process solved before (under xdist, other tests), so the order of the
+    # two submits and two starts may vary; what breaks MD-I1 is two starts of one path's ops on two workers.
+    assert sorted(a.name for a in twin.actions) == ["start", "start", "submit", "submit"]
+    assert twin.actions[0].name == "submit"
+    assert len({a["w"] for a in twin.actions if a.name == "start"}) == 2
     assert all(r.elapsed_s < 10 for r, _ in results)
 
 
