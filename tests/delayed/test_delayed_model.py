@@ -291,7 +291,7 @@ def test_a_bool_or_float_parameter_is_refused_even_after_the_equal_int_one_was_t
     model = DelayedModel()
     state, _ = model.step(model.initial(), Action.of("add", ledger=1, entry=0, deliver_at=5))
     for action in [Action.of("add", ledger=True, entry=0, deliver_at=5),
-                   Action.of("add", ledger=1, entry=0, deliver_at=5.0)]:
+                   Action.of("add", ledger=1, entry=0, deliver_at=5.0)]:  # type: ignore[arg-type]  # a float, on purpose
         assert action == Action.of("add", ledger=1, entry=0, deliver_at=5)
         with pytest.raises(ActionNotEnabled, match="must be an int"):
             model.step(model.initial(), action)
