@@ -19,16 +19,14 @@ depend on the number of workers). Nothing is replicated: every subscription is i
 from __future__ import annotations
 
 import json
-import os
 import random
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from properties.pipeline.chunks import in_chunks
 from properties.pipeline.keyshared_log import (
     ACK,
     ADD,
@@ -214,30 +212,6 @@ def _chunk(keys: Sequence[int], lengths: Sequence[int], seed: int, fault: str | 
             for r in partition_records(key, length, seed, fault if key in faulted else None)]
 
 
-def chunks(events: int, partitions: int, seed: int, fault: str | None, faulted: Sequence[int],
-           progress: Callable[[str], None] | None = None) -> Iterator[list[Record]]:
-    """Records in subscription order, a chunk of subscriptions at a time (in worker processes for big logs)."""
-    lengths = [events // partitions + (1 if key < events % partitions else 0) for key in range(partitions)]
-    tasks = [(range(start, min(start + _CHUNK, partitions)), lengths[start:start + _CHUNK])
-             for start in range(0, partitions, _CHUNK)]
-    workers = min(os.cpu_count() or 1, len(tasks))
-
-    def report(done: int) -> None:
-        if progress is not None and (done % max(1, len(tasks) // 10) == 0 or done == len(tasks)):
-            progress(f"simulate keyshared: {min(done * _CHUNK, partitions)}/{partitions} subscriptions")
-
-    if events < _POOL_THRESHOLD or workers < 2:
-        for done, (keys, lens) in enumerate(tasks, start=1):
-            yield _chunk(keys, lens, seed, fault, faulted)
-            report(done)
-        return
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:  # spawn: no forked JVM threads
-        futures = [pool.submit(_chunk, keys, lens, seed, fault, faulted) for keys, lens in tasks]
-        for done, future in enumerate(futures, start=1):
-            yield future.result()
-            report(done)
-
-
 def to_table(records: Sequence[Record]) -> pa.Table:
     """Records as an Arrow table with the log's column names and types."""
     return pa.table([pa.array([r[i] for r in records], type=f.type) for i, f in enumerate(ARROW_SCHEMA)],
@@ -253,7 +227,9 @@ def write(out: Path, events: int, partitions: int, seed: int, fault: str | None,
           progress: Callable[[str], None] | None = None) -> list[str]:
     """Write a Parquet log (one row group per chunk of subscriptions) and return [], or return the
     JSON lines (for the caller to add malformed ones and write)."""
-    parts = chunks(events, partitions, seed, fault, faulted, progress)
+    parts = in_chunks(_chunk, (seed, fault, faulted), events, partitions, chunk=_CHUNK,
+                      pool_threshold=_POOL_THRESHOLD, label="simulate keyshared", unit="subscriptions",
+                      progress=progress)
     if out.suffix != ".parquet":
         return [to_line(r) for chunk in parts for r in chunk]
     with pq.ParquetWriter(out, ARROW_SCHEMA) as writer:

@@ -12,12 +12,9 @@ itself (`keyshared_sim`).
 from __future__ import annotations
 
 import json
-import os
 import random
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +25,7 @@ from models.core import Action, Model
 from properties import registry
 from properties.engines.lockstep import Lockstep
 from properties.pipeline import keyshared_sim
+from properties.pipeline.chunks import in_chunks
 from properties.pipeline.schema import columns, spec
 
 _FAULT_ATTEMPTS = 500
@@ -173,35 +171,10 @@ def simulate(
     return Simulation(out, events, partitions, chosen, corrupt_lines)
 
 
-def _chunk(mechanism: str, keys: Sequence[int], lengths: Sequence[int], seed: int, fault: str | None,
+def _chunk(keys: Sequence[int], lengths: Sequence[int], mechanism: str, seed: int, fault: str | None,
            faulted: Sequence[int]) -> list[dict[str, Any]]:
     return [r for key, length in zip(keys, lengths, strict=True)
             for r in partition_records(mechanism, key, length, seed, fault if key in faulted else None)]
-
-
-def _chunks(mechanism: str, events: int, partitions: int, seed: int, fault: str | None, faulted: Sequence[int],
-            progress: Any = None) -> Iterator[list[dict[str, Any]]]:
-    """Records in partition order, `_CHUNK` partitions at a time, made by one spawned worker per core for a
-    big log (each partition is seeded by its key, so the bytes do not depend on the workers)."""
-    lengths = [events // partitions + (1 if key < events % partitions else 0) for key in range(partitions)]
-    tasks = [(range(start, min(start + _CHUNK, partitions)), lengths[start:start + _CHUNK])
-             for start in range(0, partitions, _CHUNK)]
-    workers = min(os.cpu_count() or 1, len(tasks))
-
-    def report(done: int) -> None:
-        if progress is not None and (done % max(1, len(tasks) // 10) == 0 or done == len(tasks)):
-            progress(f"simulate {mechanism}: {min(done * _CHUNK, partitions)}/{partitions} partitions")
-
-    if events < _POOL_THRESHOLD or workers < 2:
-        for done, (keys, lens) in enumerate(tasks, start=1):
-            yield _chunk(mechanism, keys, lens, seed, fault, faulted)
-            report(done)
-        return
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:  # spawn: no forked JVM threads
-        futures = [pool.submit(_chunk, mechanism, keys, lens, seed, fault, faulted) for keys, lens in tasks]
-        for done, future in enumerate(futures, start=1):
-            yield future.result()
-            report(done)
 
 
 def _write_actions(mechanism: str, out: Path, events: int, partitions: int, seed: int, fault: str | None,
@@ -209,7 +182,9 @@ def _write_actions(mechanism: str, out: Path, events: int, partitions: int, seed
     """Write a model-action log as it is made (Parquet: one row group per chunk; JSON lines), or, with `keep`
     (malformed lines are to be added among them), return its JSON lines for the caller to write."""
     names = columns(mechanism)
-    parts = _chunks(mechanism, events, partitions, seed, fault, faulted, progress)
+    parts = in_chunks(_chunk, (mechanism, seed, fault, faulted), events, partitions, chunk=_CHUNK,
+                      pool_threshold=_POOL_THRESHOLD, label=f"simulate {mechanism}", unit="partitions",
+                      progress=progress)
     if out.suffix == ".parquet":
         schema = pa.schema([(name, pa.int64() if name in (spec(mechanism).key, "seq") else pa.string())
                             for name in names])
