@@ -1,4 +1,4 @@
-"""The executable spec of delayed delivery on time buckets (PR #23611; ``spec/delayed_delivery.md``).
+"""The executable spec of delayed delivery on time buckets (PR #23611; ``docs/spec/delayed.md``).
 
 A pure transition system over one subscription: an ``InMemoryDelayedDeliveryTracker`` (§3-§4), its
 timer (§4.6) and the dispatcher that re-checks the exact ``D`` of every offer (§2, §4.5). It is

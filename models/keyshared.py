@@ -1,4 +1,4 @@
-"""Key_Shared draining hashes (PIP-379) and its predecessors as a pure transition system (spec keyshared.md).
+"""Key_Shared draining hashes (PIP-379) and its predecessors as a pure transition system (docs/spec/keyshared.md).
 
 The state is one subscription on one ledger: the published log (a key per entry), the connected
 consumers in join order (name, name index, permits, pending acks, and the client-side record of what

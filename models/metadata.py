@@ -1,4 +1,4 @@
-"""The executable spec of the metadata-store threading model (PIP-453, `spec/metadata_threads.md`).
+"""The executable spec of the metadata-store threading model (PIP-453, `docs/spec/metadata.md`).
 
 A pure transition system at the granularity of the spec's atomic segments (§2.0): `run(thread)` runs
 one segment of one simulated thread, `advance` moves the virtual clock to the next timer, client

@@ -1,4 +1,4 @@
-"""The executable spec of the KIP-936 producer-id quota cache (`shared/spec/pid_quota.md`): a perfect cache.
+"""The executable spec of the KIP-936 producer-id quota cache (`docs/spec/pidquota.md`): a perfect cache.
 
 One `ProducerIdQuotaManagerCache` (§4.5) behind the manager's produce path and cleanup schedule (§4.6,
 `rate_permissive`, one quota for every principal), written from the spec independently of

@@ -1,4 +1,4 @@
-"""The executable spec of the PIP-442 topic-list memory limiter (`spec/topic_list_limiter.md`).
+"""The executable spec of the PIP-442 topic-list memory limiter (`docs/spec/topiclist.md`).
 
 A pure transition system, written from the spec independently of `reference_impl/topiclist/`, so
 that the two can be run in lockstep (`properties/topiclist/binding.py`). Two scopes, selected by the

@@ -56,7 +56,7 @@ from reference_impl.delayed.bench import (
 
 __all__ = ["MECHANISM", "DelayedReference", "bench", "plot_memory", "seed_theory_aes"]
 
-SPEC = "shared/spec/delayed_delivery.md"
+SPEC = "docs/spec/delayed.md"
 
 # The seed's figures (spec §8), in its "MB" (MiB).
 SEED_THEORY_MB = {(1, 10): 19.1, (4, 10): 19.1, (8, 10): 9.53, (8, 15): 1.55}

@@ -440,7 +440,7 @@ def make_reference(config: Mapping[str, Param] | None, variant: str) -> Implemen
 # twins, caught at the dispatcher scope, never get there).
 MECHANISM = Mechanism(
     name="keyshared",
-    spec="shared/spec/keyshared.md",
+    spec="docs/spec/keyshared.md",
     make_model=make_model,
     make_reference=make_reference,
     current="pip379",

@@ -472,7 +472,7 @@ def bench(_folder: Path) -> dict[str, object]:
 
 MECHANISM = Mechanism(
     name="metadata",
-    spec="shared/spec/metadata_threads.md",
+    spec="docs/spec/metadata.md",
     make_model=make_model,
     make_reference=lambda config, variant: MetadataReference(config, variant),
     current=CURRENT,

@@ -456,7 +456,7 @@ HYPOTHESIS_MURMUR_CONFIG: dict[str, Param] = {**HYPOTHESIS_CONFIG, "hasher": "mu
 
 MECHANISM = Mechanism(
     name="pidquota",
-    spec="shared/spec/pid_quota.md",
+    spec="docs/spec/pidquota.md",
     make_model=lambda config, variant: PidQuotaModel(config, variant),
     make_reference=lambda config, variant: PidQuotaReference(config, variant),
     current="current",

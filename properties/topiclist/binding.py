@@ -733,7 +733,7 @@ def make_reference(config: Mapping[str, Param] | None, variant: str) -> TopicLis
 
 MECHANISM = Mechanism(
     name="topiclist",
-    spec="shared/spec/topic_list_limiter.md",
+    spec="docs/spec/topiclist.md",
     make_model=lambda config, variant: TopicListModel(config, variant),
     make_reference=make_reference,
     current="current",

@@ -1,6 +1,6 @@
 """InMemoryDelayedDeliveryTracker with timestamp buckets on roaring bitmaps (PR #23611 + #26012 + #26188).
 
-Normative source: ``shared/spec/delayed_delivery.md`` (§3-§4, §6). Times are integer milliseconds,
+Spec: ``docs/spec/delayed.md``. Times are integer milliseconds,
 positions are ``(ledger_id, entry_id)``.
 
 How a harness reads the state after each step (all reads are side-effect free unless noted):

@@ -1,6 +1,6 @@
 """Reference implementation of Pulsar's Key_Shared draining hashes (PIP-379) and its predecessors.
 
-Spec: shared/spec/keyshared.md. Depends only on the standard library and `mmh3`; everything is
+Spec: docs/spec/keyshared.md. Depends only on the standard library and `mmh3`; everything is
 synchronous and deterministic. A harness drives `KeySharedDispatcher` (see its module docstring for
 how to read the state) or the components on their own.
 """

@@ -1,6 +1,6 @@
 """Reference implementation of Pulsar's metadata-store threading model (PIP-453) and its legacy variant.
 
-Spec: ``shared/spec/metadata_threads.md``. ``executors`` is the deterministic scheduler a harness steps,
+Spec: ``docs/spec/metadata.md``. ``executors`` is the deterministic scheduler a harness steps,
 ``store`` the batched/unbatched metadata store, ``cache`` the MetadataCache on top of it, and ``api``
 what the two share (errors, values, serde, and the store as the cache sees it).
 """

@@ -1,6 +1,6 @@
 """KIP-936 producer-id quota over commons-collections layered Bloom filters (reference implementation).
 
-Normative source: ``shared/spec/pid_quota.md``. Modules: ``bloom`` (Shape, hashers, SimpleBloomFilter),
+Spec: ``docs/spec/pidquota.md``. Modules: ``bloom`` (Shape, hashers, SimpleBloomFilter),
 ``layered`` (LayerManager, LayeredBloomFilter, extend checks, cleanups), ``quota`` (Kafka Rate,
 TokenBucket, Sensor, throttle times), ``cache`` (ProducerIdQuotaManagerCache, ``variant``) and
 ``manager`` (ProducerIdQuotaManager). Everything is deterministic: every call takes ``now``.

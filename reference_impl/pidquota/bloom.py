@@ -1,6 +1,6 @@
 """Bloom filter building blocks, bit-exact with Apache Commons Collections 4.5.0 ``bloomfilter``.
 
-Normative source: ``shared/spec/pid_quota.md`` §2 (``bloom.py``), §3, §4.1 and §4.2.
+Spec: ``docs/spec/pidquota.md`` (shapes, hashers and per-layer containment).
 
 How a harness reads the state (all reads are side-effect free):
 

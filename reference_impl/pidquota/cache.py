@@ -1,6 +1,6 @@
 """KIP-936 ``ProducerIdQuotaManagerCache``: per principal, a time-layered Bloom filter of the PIDs seen.
 
-Normative source: ``shared/spec/pid_quota.md`` §2 (``cache.py``), §3, §4.5 and §6 (``variant``).
+Spec: ``docs/spec/pidquota.md`` (the cache and its `variant`).
 
 How a harness reads the state after each step (all reads are side-effect free):
 

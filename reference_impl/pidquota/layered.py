@@ -1,6 +1,6 @@
 """Layer manager and layered Bloom filter, as in Apache Commons Collections 4.5.0 (COLLECTIONS-843).
 
-Normative source: ``shared/spec/pid_quota.md`` §2 (``layered.py``), §3 and §4.3.
+Spec: ``docs/spec/pidquota.md`` (the layered filter).
 
 How a harness reads the state (all reads are side-effect free; none evaluates the extend check):
 

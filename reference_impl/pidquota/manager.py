@@ -1,6 +1,6 @@
 """KIP-936 ``ProducerIdQuotaManager``: counts only unseen PIDs against a per-user quota and throttles.
 
-Normative source: ``shared/spec/pid_quota.md`` §2 (``manager.py``), §3, §4.6 and §8 (configuration).
+Spec: ``docs/spec/pidquota.md`` (the manager and its configuration).
 
 How a harness reads the state after each step (all reads are side-effect free):
 

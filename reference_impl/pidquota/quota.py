@@ -1,6 +1,6 @@
 """Kafka quota machinery: WindowedSum / Rate / TokenBucket, Sensor, throttle times, token quotas.
 
-Normative source: ``shared/spec/pid_quota.md`` §2 (``quota.py``), §3 and §4.4. Sample semantics are
+Spec: ``docs/spec/pidquota.md`` (the quota sensors). Sample semantics are
 Kafka >= 3.8 (PR #15889: ``samples + 1`` slots, purge by the last event of a sample).
 
 How a harness reads the state without changing it:

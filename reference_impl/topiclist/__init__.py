@@ -1,6 +1,6 @@
 """Reference implementation of the Pulsar PIP-442 topic-list memory limiter.
 
-Normative spec: ``shared/spec/topic_list_limiter.md``.  Deterministic by construction: no clock,
+Spec: ``docs/spec/topiclist.md``.  Deterministic by construction: no clock,
 no threads; the harness steps a :class:`VirtualExecutor` (or, for stress runs only, the
 :class:`AsyncioExecutor` adapter drives the same code on a real loop).
 """
