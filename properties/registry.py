@@ -3,7 +3,7 @@
 Each `properties/<mechanism>/binding.py` exposes one `MECHANISM`; the command line, the pipeline
 and the corpus tests find every mechanism here, so adding one means adding its binding below.
 Engines never import this module: they are handed a `Mechanism`. A trace names its mechanism, so
-the trace entry points (`model_for`, `replay`, `reproduction_problems`) resolve that name here and
+the trace entry points (`model_for`, `validate`, `replay`, `reproduction_problems`) resolve that name here and
 hand the rest to `properties.engines.replay`.
 """
 
@@ -49,6 +49,12 @@ def mechanism_for(trace: Trace, source: str) -> Mechanism:
 def model_for(trace: Trace, source: str, variant: str | None = None) -> Model[Any]:
     """The model the trace was recorded on (or `variant` of it); a `TraceError` if it does not exist."""
     return engine.model_for(mechanism_for(trace, source), trace, source, variant)
+
+
+def validate(trace: Trace, source: str, variant: str | None = None) -> Model[Any]:
+    """`properties.engines.replay.validate` on the mechanism the trace names: the one input check of
+    `replay`, `shrink`, `report` and `promote`."""
+    return engine.validate(mechanism_for(trace, source), trace, source, variant)
 
 
 def replay(

@@ -16,8 +16,9 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from models.core import Param
+from models.core import Model, Param
 from properties import registry
 from properties.cli.check import CONFORMANCE_STEPS, cmd_check, cmd_explore, cmd_prove
 from properties.cli.common import (
@@ -46,7 +47,7 @@ from properties.engines.protocol import describe
 from properties.engines.replay import STUCK_KINDS, record
 from properties.engines.shrink import shrink, stuck_oracle
 from properties.engines.verify import PORT_PREFIX, PortSpec, record_on_port, run_actions, verify
-from properties.registry import replay
+from properties.registry import replay, validate
 from traces.format import Trace, TraceError, save
 
 
@@ -67,13 +68,32 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 
+def _validated(trace: Trace, source: str) -> Model[Any]:
+    """The input check every trace command shares (`properties.engines.replay.validate`), as a usage error."""
+    try:
+        return validate(trace, source)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _writable(path: Path) -> Path:
+    """`path`, refused unless its folder exists: a mistyped `-o` must not create folders anywhere (as root,
+    at the filesystem's root)."""
+    if not path.parent.is_dir():
+        raise UsageError(f"{path}: cannot write: the folder {path.parent} does not exist")
+    return path
+
+
 def cmd_shrink(args: argparse.Namespace) -> int:
     trace = _load(args.trace)
+    model = _validated(trace, args.trace)
     names = trace.failure.get("names")
     if not isinstance(names, list) or not names:
         raise UsageError(f"{args.trace}: the trace records no failure to shrink toward")
-    mechanism = _mechanisms([trace.mechanism])[0]
-    model = _model(mechanism, trace.config, trace.variant)
+    source = Path(args.trace)
+    out = _writable(Path(args.output) if args.output
+                    else source.with_name(source.name.removesuffix(".json") + ".shrunk.json"))
+    mechanism = registry.mechanism_for(trace, args.trace)
     target = str(names[0])
     kind = trace.failure.get("kind")
     stuck = (str(kind), target) if kind in STUCK_KINDS else None
@@ -87,11 +107,12 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             actions = shrunk(mechanism, model.config, model.variant, trace.actions, target)
     except (ValueError, TraceError):
         raise UsageError(f"{args.trace}: the trace no longer fails with {target}") from None
-    source = Path(args.trace)
-    out = Path(args.output) if args.output else source.with_name(source.name.removesuffix(".json") + ".shrunk.json")
     implementation = mechanism.make_reference(model.config, model.variant) if mechanism.make_reference else None
-    save(record(model, actions, engine=f"{trace.engine}+shrink", seed=trace.seed, implementation=implementation,
-                stuck=stuck), out)
+    try:
+        save(record(model, actions, engine=f"{trace.engine}+shrink", seed=trace.seed,
+                    implementation=implementation, stuck=stuck), out)
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write: {exc.strerror}") from None
     print(f"{args.trace}: {len(trace.actions)} -> {len(actions)} steps, still {target}: {out}")
     return PASS
 
@@ -112,6 +133,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     trace = _load(args.trace)
+    _validated(trace, args.trace)
     out = Path(args.out or str(Path(args.trace).with_suffix(".html")))
     try:
         out.write_text(render(trace), encoding="utf-8")

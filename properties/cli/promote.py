@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 from properties import registry
+from properties.engines.replay import reproduction_problems
 from traces.format import TraceError, load
 
 CORPUS = Path(__file__).resolve().parents[2] / "traces" / "corpus"
@@ -67,15 +68,15 @@ def promote(
 ) -> tuple[Path, Path]:
     """Copy the trace into the corpus and write a test replaying it; returns (test, corpus trace).
 
-    `TraceError` (one line) for a trace that names an unknown mechanism or variant, or when the test
-    or the corpus trace exists already with other contents and `force` is not given.
+    `TraceError` (one line) for a trace that `replay` refuses (the same line), one that does not
+    reproduce as recorded, or when the test or the corpus trace exists already with other contents and
+    `force` is not given.
     """
     trace = load(trace_path)
-    known = registry.mechanisms()
-    if trace.mechanism not in known:
-        raise TraceError(f"{trace_path}: unknown mechanism {trace.mechanism!r} (known: {', '.join(known)})")
-    if trace.variant not in known[trace.mechanism].variants:
-        raise TraceError(f"{trace_path}: unknown variant {trace.variant!r} of {trace.mechanism}")
+    registry.validate(trace, str(trace_path))  # what `replay` refuses, `promote` refuses with the same line
+    problems = reproduction_problems(registry.mechanism_for(trace, str(trace_path)), trace, trace_path)
+    if problems:  # the test written below would fail from the start
+        raise TraceError(f"{problems[0]} (promote keeps only a trace that reproduces as recorded)")
     stem = name or trace_path.stem
     ident = re.sub(r"[^a-z0-9]+", "_", stem.lower()).strip("_") or "trace"
     folder = corpus_root / trace.mechanism

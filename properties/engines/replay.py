@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from models.core import Action, ActionNotEnabled, Json, Model
-from properties.engines.lockstep import DIVERGENCE, Implementation, Lockstep, StepOutcome
+from properties.engines.lockstep import DIVERGENCE, Implementation, Lockstep, StepOutcome, same_json, to_text
 from properties.engines.mechanism import Mechanism
 from traces.format import INIT, Trace, TraceError, TraceStep, normalise
 
@@ -128,6 +128,53 @@ def model_for(mechanism: Mechanism, trace: Trace, source: str, variant: str | No
         raise TraceError(f"{source}: cannot build the {trace.mechanism} model: {exc}") from None
 
 
+def validate(mechanism: Mechanism, trace: Trace, source: str, variant: str | None = None) -> Model[Any]:
+    """The model the trace runs on, once the trace is known to fit it; a one-line `TraceError` otherwise.
+
+    The one check that `replay`, `shrink`, `report` and `promote` share, so whatever one refuses all
+    refuse with the same message: the model must build from the recorded configuration, every state
+    must record exactly the model's variables (unless `variant` replays the actions on another
+    variant, whose variables may differ), every action must be one of the model's, with the
+    parameter types the model offers, and enabled where it is taken, and a liveness finding must
+    name a property of the model.
+    """
+    model = model_for(mechanism, trace, source, variant)
+    own = variant in (None, trace.variant)
+    known = set(model.action_names)
+    state = model.initial()
+    for index, step in enumerate(trace.steps):
+        if index > 0:
+            action = step.action
+            if action.name not in known:
+                raise TraceError(f"{source}: step {index}: unknown action {action.name!r} for {trace.mechanism}")
+            mistyped = _mistyped(model.enabled(state), action)
+            if mistyped is not None:
+                raise TraceError(f"{source}: step {index}: {action}: {mistyped}")
+            try:
+                state, _ = model.step(state, action)
+            except ActionNotEnabled as exc:
+                raise TraceError(f"{source}: step {index}: {exc}") from None
+        if own:
+            _check_var_names(model.vars(state), step.vars, f"{source}: step {index}", trace.mechanism)
+    kind, names = trace.failure.get("kind"), trace.failure.get("names")
+    liveness = {p.name for p in model.liveness}
+    if kind == "liveness" and isinstance(names, list) and names and names[0] not in liveness:
+        raise TraceError(f"{source}: #meta.brokerspec.failure: {trace.mechanism} has no liveness property "
+                         f"{names[0]!r} in this configuration")
+    return model
+
+
+def _check_var_names(model_vars: dict[str, Json], recorded: dict[str, Json], where: str, mechanism: str) -> None:
+    """A state that lacks one of the model's variables, or records one the model does not have, is bad input
+    (it cannot be compared), not a divergence of the model."""
+    missing = sorted(set(model_vars) - set(recorded))
+    if missing:
+        raise TraceError(f"{where}: missing variable {missing[0]!r} of the {mechanism} model")
+    extra = sorted(set(recorded) - set(model_vars))
+    if extra:
+        raise TraceError(f"{where}: variable {extra[0]!r} is not one of the {mechanism} model's")
+
+
 def replay(
     mechanism: Mechanism,
     trace: Trace,
@@ -137,12 +184,14 @@ def replay(
     variant: str | None = None,
     check_vars: bool = True,
 ) -> ReplayResult:
-    """Re-run the trace's actions; raise `TraceError` where the trace does not fit, else report failures.
+    """Re-run the trace's actions; raise `TraceError` where the trace does not fit (`validate`), else
+    report failures.
 
     `against` is "model" or "reference"; `variant` replays the same actions on another variant
-    (then recorded states are not compared, since they are expected to differ).
+    (then recorded states are not compared, since they are expected to differ). Each recorded state
+    and observation is compared with the replayed one, key by key: a difference is a divergence.
     """
-    model = model_for(mechanism, trace, source, variant)
+    model = validate(mechanism, trace, source, variant)
     implementation: Implementation | None = None
     if against == "reference":
         make = mechanism.for_config(trace.config).make_reference
@@ -152,26 +201,15 @@ def replay(
     elif against != "model":
         raise TraceError(f"{source}: cannot replay against {against!r} (model or reference)")
     compare = check_vars and variant in (None, trace.variant)
-    known = set(model.action_names)
     lockstep = Lockstep(model, implementation)
     outcome = lockstep.initial_outcome()
     for index, step in enumerate(trace.steps):
         if index > 0:
-            if step.action.name not in known:
-                unknown = step.action.name
-                raise TraceError(f"{source}: step {index}: unknown action {unknown!r} for {trace.mechanism}")
-            mistyped = _mistyped(model.enabled(lockstep.state), step.action)
-            if mistyped is not None:
-                raise TraceError(f"{source}: step {index}: {step.action}: {mistyped}")
-            try:
-                outcome = lockstep.apply(step.action)
-            except ActionNotEnabled as exc:
-                raise TraceError(f"{source}: step {index}: {exc}") from None
-        replayed = normalise(outcome.vars)
-        if compare and isinstance(replayed, dict) and replayed != step.vars:
-            diff = next(n for n in sorted(set(replayed) | set(step.vars)) if replayed.get(n) != step.vars.get(n))
-            detail = f"variable {diff!r}: recorded {step.vars.get(diff)!r}, replayed {replayed.get(diff)!r}"
-            return ReplayResult(len(trace.steps), index, (DIVERGENCE,), detail)
+            outcome = lockstep.apply(step.action)  # `validate` walked the same actions on the same model
+        if compare:
+            detail = _recorded_difference(step, outcome, "model" if implementation is None else "reference")
+            if detail:
+                return ReplayResult(len(trace.steps), index, (DIVERGENCE,), detail)
         if outcome.failures:
             return ReplayResult(len(trace.steps), index, outcome.failures, outcome.detail)
     kind, names = trace.failure.get("kind"), trace.failure.get("names")
@@ -184,6 +222,27 @@ def replay(
             last = len(trace.steps) - 1
             return ReplayResult(len(trace.steps), last, (str(names[0]),), f"{kind}: {why}")
     return ReplayResult(len(trace.steps), None, ())
+
+
+def _recorded_difference(step: TraceStep, outcome: StepOutcome, side: str) -> str:
+    """The first variable, then the first observation key, whose recorded value differs from the replayed
+    one (strictly, as JSON: a recorded `true` is not a replayed `1`); empty when they all agree."""
+    replayed = normalise(outcome.vars)
+    if isinstance(replayed, dict):
+        for name in sorted(set(replayed) | set(step.vars)):
+            if not same_json(replayed.get(name), step.vars.get(name)):
+                return f"variable {name!r}: recorded {step.vars.get(name)!r}, replayed {replayed.get(name)!r}"
+    observed = normalise(outcome.observation if outcome.observation is not None else {})
+    recorded = step.observation if step.observation is not None else {}
+    if isinstance(observed, dict) and isinstance(recorded, dict):
+        for key in sorted(set(observed) | set(recorded)):
+            if not same_json(observed.get(key), recorded.get(key)):
+                mine = to_text(recorded[key]) if key in recorded else "(missing)"
+                theirs = to_text(observed[key]) if key in observed else "(missing)"
+                return f"observation {key!r}: recorded {mine}, {side} {theirs}"
+    elif not same_json(observed, recorded):
+        return f"observation: recorded {to_text(recorded)}, {side} {to_text(observed)}"
+    return ""
 
 
 def _mistyped(enabled: Sequence[Action], action: Action) -> str | None:

@@ -73,3 +73,42 @@ def test_shrink_and_promote_from_the_command_line(tmp_path: Path, capsys: pytest
     assert main(["shrink", str(path), "-o", str(tmp_path / "short.json")]) == PASS
     assert "5 -> 2 steps, still C-I1" in capsys.readouterr().out
     assert main(["replay", str(tmp_path / "short.json")]) == VIOLATED
+
+
+DELAYED_TRACE = Path(__file__).resolve().parents[2] / "traces" / "corpus" / "delayed" / "pr23611-strict-explorer.json"
+
+
+def test_replay_flags_a_recorded_observation_the_model_does_not_predict(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(DELAYED_TRACE.read_text())
+    assert doc["states"][1]["brokerspec::observation"]["delivered"] is False
+    doc["states"][1]["brokerspec::observation"]["delivered"] = True
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    assert main(["replay", str(path)]) == DIVERGED
+    assert "step 1: divergence" in (out := capsys.readouterr().out)
+    assert "observation 'delivered': recorded true, model false" in out
+    assert main(["replay", str(path), "--against", "reference"]) == DIVERGED
+    assert "observation 'delivered': recorded true, reference false" in capsys.readouterr().out
+
+
+def test_a_trace_missing_a_model_variable_is_an_input_error_for_every_command(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(DELAYED_TRACE.read_text())
+    doc["vars"].remove("buckets")
+    for state in doc["states"]:
+        del state["buckets"]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    for argv in (["replay", str(path)], ["shrink", str(path)], ["report", str(path)],
+                 ["promote", str(path), "--tests-dir", str(tmp_path / "tests"), "--corpus", str(tmp_path / "c")]):
+        assert main(argv) == USAGE, argv
+        assert capsys.readouterr().err == f"error: {path}: step 0: missing variable 'buckets' of the delayed model\n"
+
+
+def test_shrink_refuses_an_output_folder_that_does_not_exist(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "no" / "such" / "x.json"
+    assert main(["shrink", str(DELAYED_TRACE), "-o", str(out)]) == USAGE
+    assert capsys.readouterr().err == f"error: {out}: cannot write: the folder {out.parent} does not exist\n"
+    assert not (tmp_path / "no").exists()

@@ -1,10 +1,17 @@
-"""Bad input never crashes: mutated corpus traces through replay, report, shrink and promote.
+"""Bad input never crashes, and every trace command refuses the same traces with the same line.
 
 Seeded mutations (`tests/fuzz/mutate.py`) of the saved traces: truncated files, flipped bytes,
 deleted keys, wrong types, huge integers, deep nesting, top-level arrays, unknown or malicious
-names, states out of order, configurations far out of bounds. Every command must answer with an
-exit code: 3 with exactly one line for a trace the loader rejects, and never a traceback. Inputs
-that once crashed are kept in `tests/fuzz/crashers/` and run first.
+names, states out of order, configurations far out of bounds. Each case goes through `replay`,
+`shrink`, `report` and `promote`, which share one input check (`properties.engines.replay.validate`):
+where `replay` refuses a trace (exit 3), the other three refuse it with the identical one line
+naming the file; where it accepts it, `report` draws it, and `shrink` and `promote` refuse only for
+their own reasons (nothing to shrink toward, a trace that does not reproduce as recorded). Never a
+traceback. Inputs that once crashed are kept in `tests/fuzz/crashers/` and run first.
+
+The cases are the crashers and 150 mutations, 15 of each of the ten kinds: a representative subset
+that runs in seconds. The same check over 349 mutations of two seeds (1,404 runs each) found no
+traceback and no mismatch when this test was written.
 """
 
 from __future__ import annotations
@@ -17,10 +24,14 @@ import pytest
 
 from properties.cli import USAGE, main
 from tests.fuzz.mutate import mutations
-from traces.format import TraceError, load
 
 CRASHERS = sorted((Path(__file__).parent / "crashers").glob("*.json"))
 CASES = [(p.stem, p.read_text(encoding="utf-8")) for p in CRASHERS] + list(mutations(seed=20261125, count=150))
+OWN_REASONS = {
+    "shrink": ("the trace records no failure to shrink toward", "the trace no longer fails with"),
+    "promote": ("promote keeps only a trace that reproduces as recorded",),
+}
+"""Why `shrink` and `promote` may refuse a trace that `replay` accepts: their job needs more of it."""
 
 
 def _run(argv: list[str]) -> tuple[int, str]:
@@ -31,22 +42,25 @@ def _run(argv: list[str]) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize(("label", "text"), CASES, ids=[label for label, _ in CASES])
-def test_a_mutated_trace_gets_an_exit_code_and_one_line(label: str, text: str, tmp_path: Path) -> None:
+def test_a_mutated_trace_is_refused_alike_by_every_command_or_accepted(label: str, text: str, tmp_path: Path) -> None:
     path = tmp_path / "trace.json"
     path.write_text(text, encoding="utf-8")
-    try:
-        load(path)
-        valid = True
-    except TraceError:
-        valid = False
-    commands = [["replay", str(path)], ["report", str(path), "--out", str(tmp_path / "r.html")],
-                ["promote", str(path), "--tests-dir", str(tmp_path / "tests"), "--corpus", str(tmp_path / "corpus")]]
-    if valid:
-        commands.append(["shrink", str(path), "-o", str(tmp_path / "shrunk.json")])
-    for argv in commands:
-        code, err = _run(argv)
-        assert code in (0, 1, 2, 3), (argv[0], code, err)
-        if not valid:
-            assert code == USAGE, (argv[0], err)
+    commands = {
+        "replay": ["replay", str(path)],
+        "shrink": ["shrink", str(path), "-o", str(tmp_path / "shrunk.json")],
+        "report": ["report", str(path), "--out", str(tmp_path / "r.html")],
+        "promote": ["promote", str(path), "--tests-dir", str(tmp_path / "tests"), "--corpus", str(tmp_path / "corpus")],
+    }
+    answers = {name: _run(argv) for name, argv in commands.items()}  # an exception here is a traceback: a failure
+    for name, (code, err) in answers.items():
+        assert code in (0, 1, 2, 3), (name, code, err)
         if code == USAGE:
-            assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, (argv[0], err)
+            assert err.startswith(f"error: {path}: ") and len(err.strip().splitlines()) == 1, (name, err)
+    replay_code, replay_err = answers["replay"]
+    if replay_code == USAGE:
+        assert {name: answers[name] for name in commands} == {name: (USAGE, replay_err) for name in commands}
+        return
+    assert answers["report"][0] == 0, answers["report"]
+    for name, reasons in OWN_REASONS.items():
+        code, err = answers[name]
+        assert code == 0 or any(reason in err for reason in reasons), (name, code, err)
