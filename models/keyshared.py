@@ -1055,7 +1055,7 @@ class KeySharedModel:
             Invariant("KS-I2", self._tracker_consistent, "tracker entries match the drainer's pending acks"),
             Invariant("KS-I4", lambda s: "KS-I4" not in s.broken, "nobody gets p before an unacked q < p of its hash"),
             Invariant("KS-I5a", lambda s: "KS-I5a" not in s.broken, "a released blocking entry schedules a read"),
-            Invariant("KS-I6", lambda s: "KS-I6" not in s.broken, "a join or leave moved a bystander's hash"),
+            Invariant("KS-I6", lambda s: "KS-I6" not in s.broken, "a join or leave moves no bystander's hash"),
             Invariant("KS-I7", self._no_hash_zero, "hash 0 is never tracked or queued as known"),
         )
         # Liveness is judged on settled runs, so it needs the `settle` step.

@@ -236,7 +236,9 @@ def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str
             path = _save_finding(Path(args.out), mechanism, model, finding.path, f"explorer[{config_name}]", None,
                                  finding)
             detail += f"; {finding.kind} {finding.name} in {len(finding.path)} steps ({finding.detail}): {path}"
-            found = {"failures": names, "target": finding.name, "steps": len(finding.path), "trace": str(path)}
+            detail += _about(mechanism, config, finding.name, finding.detail)
+            found = {"failures": names, "target": finding.name, "steps": len(finding.path), "trace": str(path),
+                     "statement": mechanism.statement(finding.name, config)}
             _progress(f"reproduce: brokerspec replay {path}")
         report.add([mechanism.name, f"explorer[{config_name}]", variant, verdict, detail, f"{result.elapsed_s:.1f}s"],
                    code if expected is None else PASS, found)
@@ -299,8 +301,9 @@ def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: s
             target = expected if expected in run.failures else run.failures[0]
             actions = shrunk(mechanism.for_config(config), model.config, model.variant, run.actions, target)
             path = _save_finding(Path(args.out), mechanism, model, actions, f"hypothesis[{config_name}]", args.seed)
-            detail += f"; {target} in {len(actions)} steps: {path}"
-            found = {"failures": names, "target": target, "steps": len(actions), "trace": str(path)}
+            detail += f"; {target} in {len(actions)} steps: {path}{_about(mechanism, config, target)}"
+            found = {"failures": names, "target": target, "steps": len(actions), "trace": str(path),
+                     "statement": mechanism.statement(target, config)}
             _progress(f"reproduce: brokerspec replay {path}")
         elif run is not None:
             detail += f"; {run.detail}"
@@ -354,11 +357,11 @@ def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: 
             path = _save_finding(Path(args.out), mechanism, model, actions, f"conformance[{config_name}]", None)
             verdict, code = f"VIOLATED {','.join(found.failures)}", VIOLATED
             why = f" ({found.detail})" if found.detail else ""
-            detail += f"; {found.target} in {len(actions)} steps{why}: {path}"
+            detail += f"; {found.target} in {len(actions)} steps{why}: {path}{_about(mechanism, config, found.target)}"
             _progress(f"reproduce: brokerspec replay {path} --against reference")
             report.current_failed.add((mechanism.name, "conformance", config_name))
             finding = {"failures": list(found.failures), "target": found.target, "steps": len(actions),
-                       "trace": str(path)}
+                       "trace": str(path), "statement": mechanism.statement(found.target, config)}
         report.add([mechanism.name, f"conformance[{config_name}]", variant, verdict, detail,
                     f"{result.elapsed_s:.1f}s"], code, finding if found is not None else None)
 
@@ -406,6 +409,13 @@ def _run_check(args: argparse.Namespace, report: _Report) -> None:
                 report.add([mechanism.name, f"z3[{proof.system}]", proof.invariant, verdict, proof.summary(),
                             f"{proof.elapsed_s:.1f}s"], PASS if ok else VIOLATED)
 
+
+
+def _about(mechanism: Mechanism, config: Mapping[str, Param], name: str, shown: str = "") -> str:
+    """"; NAME: its statement" (`Mechanism.statement`, the text `invariants` prints), for the end of a failing row's
+    detail, after the trace's path; "" where `shown` already says it or the name has none (a divergence)."""
+    statement = mechanism.statement(name, config)
+    return f"; {name}: {statement}" if statement and statement != shown else ""
 
 
 def _verdict(found: Sequence[str], expected: str | None) -> tuple[str, int]:

@@ -37,6 +37,7 @@ from properties.cli.common import (
     _progress,
     _table,
 )
+from properties.cli.invariants import cmd_invariants
 from properties.cli.promote import CORPUS, promote
 from properties.cli.report import render
 from properties.engines import profiles
@@ -484,6 +485,12 @@ def _parser() -> argparse.ArgumentParser:
     protocol_p.add_argument("--config", help="only this configuration (default: every explorer and Hypothesis one)")
     protocol_p.add_argument("--json", action="store_true", help="the vocabulary as one JSON document, for tools")
     protocol_p.set_defaults(run=cmd_protocol)
+
+    invariants_p = sub.add_parser("invariants", help="every invariant: its statement, the engines and configurations "
+                                                     "that judge it and what must break it, from the bindings")
+    invariants_p.add_argument("--mechanism", action="append", help=f"only this mechanism (repeatable): {names}")
+    invariants_p.add_argument("--json", action="store_true", help="the catalogue as one JSON document, for tools")
+    invariants_p.set_defaults(run=cmd_invariants)
 
     mutants_p = sub.add_parser("mutants", help="run check on each planted bug (tests/mutants/*.patch): killed by name?")
     mutants_p.add_argument("patch", nargs="*", help="mutant files (default: every one in --dir)")

@@ -20,7 +20,7 @@ from typing import Any
 
 from models.core import ActionNotEnabled, Json
 from properties.engines.replay import STUCK_KINDS
-from properties.registry import model_for
+from properties.registry import mechanism_for, model_for
 from traces.format import Trace, TraceError
 
 GLOBAL = "global"
@@ -187,7 +187,8 @@ def _failed(trace: Trace, failing: int) -> list[tuple[str, str]]:
     violations = trace.steps[failing].violations
     if violations:
         explained = _explanations(trace, failing)
-        return [(f"{name} violated at step {failing}", explained.get(name, "")) for name in violations]
+        return [(f"{name} violated at step {failing}", explained.get(name) or _statement(trace, name))
+                for name in violations]
     names = trace.failure.get("names")
     kind, detail = trace.failure.get("kind"), str(trace.failure.get("detail", ""))
     return [(f"{name} ({kind}) fails from step {failing} on", detail) for name in names or []] if isinstance(
@@ -210,6 +211,15 @@ def _explanations(trace: Trace, step: int) -> dict[str, str]:
             text = f"{text} — {inv.explain(state)}" if text else inv.explain(state)
         out[inv.name] = text
     return out
+
+
+def _statement(trace: Trace, name: str) -> str:
+    """The statement of a property the model does not state (one only the reference is judged on), from the
+    binding, as `brokerspec invariants` prints it; "" if the trace's mechanism is unknown."""
+    try:
+        return mechanism_for(trace, "trace").statement(name, trace.config)
+    except (TraceError, ValueError, TypeError):
+        return ""
 
 
 def _action_label(trace: Trace, index: int) -> tuple[str, str]:

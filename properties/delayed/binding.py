@@ -36,7 +36,7 @@ from models.delayed import EXPLORE_CONFIG, HYPOTHESIS_CONFIG, MAX_LONG, DelayedM
 from properties.delayed import coverage as delayed_coverage
 from properties.delayed import proofs as delayed_z3
 from properties.delayed import protocol as delayed_protocol
-from properties.engines.mechanism import Mechanism
+from properties.engines.mechanism import Mechanism, Property
 from reference_impl.delayed import (
     DispatcherModel,
     InMemoryDelayedDeliveryTracker,
@@ -373,6 +373,15 @@ MECHANISM = Mechanism(
     make_reference=lambda config, variant: DelayedReference(config, variant),
     current="current",
     twins={"pr23611": "DD-I1"},
+    reference_judges={
+        "delayed": ("DD-I1", "DD-I2", "DD-I3", "DD-I4", "DD-I5", "DD-I6", "DD-I7", "DD-I9", "DD-I10"),
+    },
+    beyond_model={
+        "DD-I7": Property("memory equals the bitmaps' serialized size, by the closed form of roaring's containers",
+                          ("reference",)),
+        "DD-I8": Property("fixed and highest follow the fixed-delay detection rule, and should_pause answers by it",
+                          ("lockstep",)),
+    },
     explore_configs={"small": EXPLORE_CONFIG, "small_strict": {**EXPLORE_CONFIG, "strict": True}},
     hypothesis_configs={"default": HYPOTHESIS_CONFIG, "strict": {**HYPOTHESIS_CONFIG, "strict": True}},
     proofs=delayed_z3.proofs,

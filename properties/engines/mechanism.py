@@ -53,6 +53,29 @@ class Vocabulary:
     defaults: Mapping[str, Param] = field(default_factory=dict)
 
 
+JUDGED_BY: Mapping[str, str] = {
+    "reference": "the binding's oracles, on the reference (conformance and Hypothesis)",
+    "lockstep": "lockstep: the model implements it, and the reference's variables and observations must equal the "
+                "model's at every step (conformance and Hypothesis)",
+    "z3": "a lemma of the Z3 proofs: the strengthening their induction closes over",
+    "tests": "unit tests of the reference (tests/<mechanism>/)",
+    "bench": "measured by brokerspec bench on the reference",
+}
+"""How a property no model states may be judged: the keys `Property.judged_by` names."""
+
+
+@dataclass(frozen=True)
+class Property:
+    """A named property no model states: its one-sentence statement, and how it is judged (`JUDGED_BY` keys).
+
+    A model's `Invariant` carries its own statement (`description`); these are the others a mechanism names:
+    oracles only the reference can be judged by (a filter's bits, a sensor), Z3 lemmas, measured costs.
+    """
+
+    statement: str
+    judged_by: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Mechanism:
     """Everything the engines need to check one mechanism.
@@ -97,6 +120,13 @@ class Mechanism:
     model_only: Mapping[str, str] = field(default_factory=dict)
     """Scopes the reference implementation does not reach, with the reason (e.g. a model finer-grained than
     the reference's steps): no conformance there, and Hypothesis runs and traces use the model alone."""
+    reference_judges: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """By scope, the invariants the reference adapter's `violations` reports there (judged on the reference from
+    the harness's own record, in conformance and Hypothesis): what `brokerspec invariants` says the reference is
+    checked on. A planted bug of the reference can only be killed by one of these."""
+    beyond_model: Mapping[str, Property] = field(default_factory=dict)
+    """The named properties no model of the mechanism states, with their statements: with the models' invariants,
+    the mechanism's whole catalogue (`brokerspec invariants`, and `docs/spec/<mechanism>.md`)."""
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -105,6 +135,23 @@ class Mechanism:
     def scope(self, config: Mapping[str, Param]) -> str:
         """The vocabulary scope of `config` (a model's configuration): the mechanism's name unless it has scopes."""
         return self.name if self.scope_of is None else self.scope_of(config)
+
+    def statement(self, name: str, config: Mapping[str, Param] | None = None) -> str:
+        """The one-sentence statement of the property `name`, from its one source: `beyond_model` for a property no
+        model states, else the `description` of the current variant's model of `config` (or of the first
+        configuration whose model states it: a scope's reference may judge what only another scope's model
+        states); "" for a name the mechanism does not know (such as `divergence`)."""
+        known = self.beyond_model.get(name)
+        if known is not None:
+            return known.statement
+        configs = [*([config] if config is not None else []), *self.explore_configs.values(),
+                   *self.hypothesis_configs.values()]
+        for each in configs:
+            model = self.make_model(each, self.current)
+            stated = {p.name: p.description for p in model.liveness} | {p.name: p.description for p in model.invariants}
+            if name in stated:
+                return stated[name]
+        return ""
 
     def for_config(self, config: Mapping[str, Param]) -> Mechanism:
         """The mechanism as the engines see it for `config`: without a reference where its scope is model-only."""

@@ -45,7 +45,7 @@ from models.keyshared_tracker import HYPOTHESIS_CONFIG as TRACKER_HYPOTHESIS_CON
 from models.keyshared_tracker import WIDE_EXPLORE_CONFIG as TRACKER_WIDE_EXPLORE_CONFIG
 from models.keyshared_tracker import KeySharedTrackerModel
 from properties.engines.lockstep import Implementation
-from properties.engines.mechanism import Mechanism
+from properties.engines.mechanism import Mechanism, Property
 from properties.keyshared import coverage as keyshared_coverage
 from properties.keyshared import proofs as keyshared_z3
 from properties.keyshared import protocol as keyshared_protocol
@@ -445,6 +445,19 @@ MECHANISM = Mechanism(
     make_reference=make_reference,
     current="pip379",
     twins={"classic": "KS-I1", "pip282": "KS-I1"},
+    reference_judges={
+        "keyshared": ("KS-I1", "KS-I2", "KS-I4", "KS-I8"), "keyshared/tracker": ("KS-I1", "KS-I2", "KS-I3"),
+    },
+    beyond_model={
+        "KS-I8": Property("the ring is canonical: each point selects its earliest-joined claimer, the others collide "
+                          "in join order, and each name index was the lowest free one at its join", ("reference",)),
+        "KS-I9": Property("the ranges a membership change reports removed and added are exactly the pointwise "
+                          "difference of the ring before and after", ("tests",)),
+        "KS-I10": Property("the reference's traced lock order is acyclic, and the unblock handler never runs under "
+                           "the tracker or a stats lock", ("tests",)),
+        "KS-W": Property("the Z3 dispatcher is well formed: message statuses within bounds, pending acks only at "
+                         "connected consumers, and a consumer holding a hash it does not own is draining it", ("z3",)),
+    },
     # Replayed in full first (the corners and the tracker scope: seconds each), the broad bounded ones last,
     # so a bug within the small configurations is killed before minutes go to the large ones.
     explore_configs={**_CORNERS, "tracker": TRACKER_EXPLORE_CONFIG, "tracker-wide": TRACKER_WIDE_EXPLORE_CONFIG,

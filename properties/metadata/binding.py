@@ -59,7 +59,7 @@ from models.metadata import (
     client_label,
 )
 from properties.engines.lockstep import DIVERGENCE
-from properties.engines.mechanism import Mechanism
+from properties.engines.mechanism import Mechanism, Property
 from properties.metadata import coverage as metadata_coverage
 from properties.metadata import protocol as metadata_protocol
 from properties.metadata.proofs import proofs
@@ -477,6 +477,15 @@ MECHANISM = Mechanism(
     make_reference=lambda config, variant: MetadataReference(config, variant),
     current=CURRENT,
     twins={"legacy": "MD-I5", "blocking_callback": "MD-I5"},
+    reference_judges={"metadata": ("MD-I1", "MD-I2", "MD-I3", "MD-I4", "MD-I5", "MD-I7")},
+    beyond_model={
+        "MD-I1-W": Property("the Z3 worker pool is well formed: a path's submitted tasks share a worker, a worker "
+                            "runs one task at a time and starts its tasks in submission order", ("z3",)),
+        "MD-I6": Property("with batching, every op waits in the queue at most max(P, L) + L, and pip453 no longer "
+                          "than legacy on the same load", ("bench",)),
+        "MD-P1": Property("successive periodic flushes start at least P apart (a diagnostic: a fixed-rate schedule "
+                          "breaks it after a stall, a fixed-delay one does not)", ("bench",)),
+    },
     explore_configs=EXPLORE_CONFIGS,
     hypothesis_configs={"default": HYPOTHESIS_CONFIG, "memory": HYPOTHESIS_MEMORY_CONFIG},
     proofs=proofs,

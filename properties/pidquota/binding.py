@@ -44,7 +44,7 @@ from typing import cast
 
 from models.core import Action, Json, Observation, Param
 from models.pidquota import EXPLORE_CONFIG, FPP, HYPOTHESIS_CONFIG, PidQuotaModel
-from properties.engines.mechanism import Mechanism
+from properties.engines.mechanism import Mechanism, Property
 from properties.pidquota import coverage as pidquota_coverage
 from properties.pidquota import proofs as pidquota_z3
 from properties.pidquota import protocol as pidquota_protocol
@@ -461,6 +461,25 @@ MECHANISM = Mechanism(
     make_reference=lambda config, variant: PidQuotaReference(config, variant),
     current="current",
     twins={"no_readd": "PQ-I1"},
+    reference_judges={
+        "pidquota": ("PQ-I1", "PQ-I2", "PQ-I4a", "PQ-I4b", "PQ-I5", "PQ-I6", "PQ-I8", "PQ-I9", "PQ-I10", "PQ-I11"),
+    },
+    beyond_model={
+        "PQ-I3": Property("false positives stay within 1.15·N·p + 3·sqrt(N·p) of N probes: per layer at the shape's "
+                          "p, across L layers at 1 - (1 - p)^L", ("tests", "bench")),
+        "PQ-I6": Property("the sensor records exactly one event per track that answered not seen, and nothing for "
+                          "hits and re-adds", ("reference",)),
+        "PQ-I7": Property("the throttle time follows Kafka's quota formulas, (value - bound) / bound · window for a "
+                          "rate and -tokens / bound · 1000 for a token bucket, rounded half up", ("tests",)),
+        "PQ-I8": Property("a produce for one principal changes no other principal's entry or sensor",
+                          ("reference", "lockstep")),
+        "PQ-I9": Property("the hashers reproduce the spec's vectors, and every tracked PID's indices equal the model's",
+                          ("reference",)),
+        "PQ-I11": Property("contains is per layer: a PID is found iff one single layer holds all its bits, and find "
+                           "lists exactly those layers", ("reference",)),
+        "PQ-W": Property("after a sighting at s the PID sits in a layer created at or after s - ΔT, so it cannot "
+                         "expire before s + H", ("z3",)),
+    },
     explore_configs={
         "horizon": HORIZON_CONFIG,
         "murmur": MURMUR_CONFIG,

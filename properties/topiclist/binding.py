@@ -42,7 +42,7 @@ from models.topiclist import (
     HYPOTHESIS_FLOWS_CONFIG,
     TopicListModel,
 )
-from properties.engines.mechanism import Mechanism
+from properties.engines.mechanism import Mechanism, Property
 from properties.topiclist import coverage as topiclist_coverage
 from properties.topiclist import proofs as topiclist_z3
 from properties.topiclist import protocol as topiclist_protocol
@@ -738,6 +738,14 @@ MECHANISM = Mechanism(
     make_reference=make_reference,
     current="current",
     twins={"no_exceptional_release": "TL-I7"},
+    reference_judges={
+        "topiclist/semaphore": ("TL-I1", "TL-I2", "TL-I3", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I9", "TL-I10"),
+        "topiclist/flows": ("TL-I1", "TL-I2", "TL-I3", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I8", "TL-I9"),
+    },
+    beyond_model={
+        "TL-W": Property("the Z3 semaphore is well formed: permit values are non-negative, queue entries lie within "
+                         "bounds and point at issued permits, and sequence numbers are ordered", ("z3",)),
+    },
     # Three requests, not the model's four: 24k states whose every transition the conformance
     # tour replays within its budget, where four (586k states, 3M transitions) cost minutes per
     # engine and were replayed only in part.
