@@ -21,7 +21,7 @@ from properties.cli.check import _about
 from properties.cli.invariants import ENGINES, Entry, catalogue
 from properties.cli.mutants import discover
 from properties.cli.report import render
-from properties.engines.mechanism import JUDGED_BY
+from properties.engines.mechanism import JUDGED_BY, Property
 from traces.format import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,6 +67,10 @@ def test_a_property_added_without_its_doc_entry_or_removed_from_the_code_is_repo
                  (("explorer", ("small",)),), ())
     assert doc_problems((*entries, fake), _spec("pidquota")) == [
         "pidquota.md: PQ-I99 is in the code but not in the spec"]
+    binding = registry.get("pidquota")
+    grown = replace(binding, beyond_model={**binding.beyond_model, "PQ-I12": Property("undocumented", ("tests",))})
+    assert doc_problems(tuple(catalogue(grown)), _spec("pidquota")) == [
+        "pidquota.md: PQ-I12 is in the code but not in the spec"]
     dropped = tuple(entry for entry in entries if entry.name != "PQ-I11")
     assert doc_problems(dropped, _spec("pidquota")) == ["pidquota.md: PQ-I11 is in the spec but not in the code"]
 
