@@ -10,15 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
-import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from models.core import Model, Param
+from models.core import Model
 from properties import registry
 from properties.cli.check import CONFORMANCE_STEPS, cmd_check, cmd_explore, cmd_prove
 from properties.cli.common import (
@@ -38,16 +35,15 @@ from properties.cli.common import (
     _table,
 )
 from properties.cli.invariants import cmd_invariants
+from properties.cli.ports import MODEL_ONLY_NOTE, add_verify_parser, recorded_on_port, replay_on_port, shrink_on_port
 from properties.cli.promote import CORPUS, promote
 from properties.cli.report import render
 from properties.engines import profiles
 from properties.engines.counterexamples import shrunk
 from properties.engines.lockstep import DIVERGENCE
-from properties.engines.mechanism import Mechanism
 from properties.engines.protocol import describe
 from properties.engines.replay import STUCK_KINDS, record
 from properties.engines.shrink import shrink, stuck_oracle
-from properties.engines.verify import PORT_PREFIX, PortSpec, record_on_port, run_actions, verify
 from properties.registry import replay, validate
 from traces.format import Trace, TraceError, save
 
@@ -55,12 +51,14 @@ from traces.format import Trace, TraceError, save
 def cmd_replay(args: argparse.Namespace) -> int:
     trace = _load(args.trace)
     if args.port is not None:
-        return _replay_port(args, trace)
+        return replay_on_port(args, trace)
     try:
         result = replay(trace, args.trace, against=args.against, variant=args.variant)
     except TraceError as exc:
         raise UsageError(str(exc)) from None
     label = f"{trace.mechanism}/{args.variant or trace.variant} against the {args.against}"
+    if recorded_on_port(trace):
+        label += f" ({MODEL_ONLY_NOTE})"
     if result.ok:
         print(f"{args.trace}: {result.steps} states replayed on {label}: no invariant violated")
         return PASS
@@ -96,6 +94,8 @@ def cmd_shrink(args: argparse.Namespace) -> int:
                     else source.with_name(source.name.removesuffix(".json") + ".shrunk.json"))
     mechanism = registry.mechanism_for(trace, args.trace)
     target = str(names[0])
+    if args.port is not None:
+        return shrink_on_port(args, trace, target, out)
     kind = trace.failure.get("kind")
     stuck = (str(kind), target) if kind in STUCK_KINDS else None
     try:
@@ -287,85 +287,6 @@ def cmd_pipeline_explore(args: argparse.Namespace) -> int:
 
 
 
-def _port_code(target: str) -> int:
-    """A misbehaving port is infrastructure (4), a divergence 2, an invariant the port reports 1."""
-    if target.startswith(PORT_PREFIX):
-        return INFRA
-    return DIVERGED if target == DIVERGENCE else VIOLATED
-
-
-
-def _port_argv(args: argparse.Namespace) -> tuple[str, ...]:
-    if not args.port:
-        raise UsageError(f"{args.command}: --port needs the port's command line (argv, last on the line)")
-    program = args.port[0]
-    if shutil.which(program) is None and not (Path(program).is_file() and os.access(program, os.X_OK)):
-        raise UsageError(f"{args.command}: --port: {program!r} is not an executable program (nor on PATH)")
-    return tuple(args.port)
-
-
-
-def _port_config(mechanism: Mechanism, name: str | None) -> Mapping[str, Param]:
-    configs = {**mechanism.explore_configs, **mechanism.hypothesis_configs}
-    if name is None:
-        return next(iter(mechanism.hypothesis_configs.values()))
-    if name not in configs:
-        raise UsageError(f"unknown config {name!r} for {mechanism.name} (known: {', '.join(configs)})")
-    return configs[name]
-
-
-
-def cmd_verify(args: argparse.Namespace) -> int:
-    mechanism = _mechanisms([args.mechanism])[0]
-    variant = args.variant or mechanism.current
-    config = _port_config(mechanism, args.config)
-    _model(mechanism, config, variant)  # a usage error for an unknown variant
-    spec = PortSpec(_port_argv(args), mechanism, variant, dict(config), args.step_timeout,
-                    mechanism.make_reference)
-    name = args.config or next(iter(mechanism.hypothesis_configs))
-    small = mechanism.explore_configs.get(name)  # the explorer's bounds of the same name, if any
-    explorer = None
-    if small is not None:
-        explorer = (lambda: mechanism.make_model(small, variant), replace(spec, config=dict(small)))
-    _progress(f"  verify {mechanism.name}/{variant} on {shlex.join(spec.argv)}: up to {args.budget:g}s")
-    verdict = verify(lambda: mechanism.make_model(config, variant), spec, budget_s=args.budget, seed=args.seed,
-                     explorer=explorer, progress=_progress)
-    label = f"{mechanism.name}/{variant}"
-    found = verdict.failure
-    if found is None:
-        print(f"{label}: port agrees with the model and the reference: {verdict.runs} runs, {verdict.steps} steps, "
-              f"{verdict.elapsed_s:.1f}s")
-        return PASS
-    out = Path(args.out) / mechanism.name / f"{variant}-port-{found.target}.json"
-    path = save(record_on_port(_model(mechanism, verdict.spec.config, variant), verdict.spec, found), out)
-    print(f"{label}: {found.target} at step {len(found.actions)} (found by {found.engine}, shrunk on the port, "
-          f"{verdict.elapsed_s:.1f}s): {found.detail}")
-    print("  actions: " + "; ".join(str(a) for a in found.actions))
-    print(f"  trace: {path}")
-    print(f"  reproduce: brokerspec replay {path} --port {shlex.join(spec.argv)}")
-    return _port_code(found.target)
-
-
-
-def _replay_port(args: argparse.Namespace, trace: Trace) -> int:
-    mechanism = _mechanisms([trace.mechanism])[0]
-    variant = args.variant or trace.variant
-    try:
-        replay(trace, args.trace, variant=variant, check_vars=False)  # the actions must fit the model
-    except TraceError as exc:
-        raise UsageError(str(exc)) from None
-    spec = PortSpec(_port_argv(args), mechanism, variant, trace.config, args.step_timeout,
-                    mechanism.make_reference)
-    found = run_actions(lambda: _model(mechanism, trace.config, variant), spec, trace.actions)
-    label = f"{trace.mechanism}/{variant} against the port"
-    if found is None:
-        print(f"{args.trace}: {len(trace.actions)} steps replayed on {label}: no failure")
-        return PASS
-    print(f"{args.trace}: step {len(found.actions)}: {found.target} on {label}. {found.detail}".rstrip())
-    return _port_code(found.target)
-
-
-
 def cmd_protocol(args: argparse.Namespace) -> int:
     mechanism = _mechanisms([args.mechanism])[0]
     variant = args.variant or mechanism.current
@@ -449,6 +370,11 @@ def _parser() -> argparse.ArgumentParser:
     shrink_p = sub.add_parser("shrink", help="delta-debug a failing trace to a shorter one")
     shrink_p.add_argument("trace")
     shrink_p.add_argument("-o", "--output", help="the shrunk trace (default: TRACE's name with .shrunk.json)")
+    shrink_p.add_argument("--budget", type=float, default=60.0, help="with --port: seconds for the whole shrink")
+    shrink_p.add_argument("--step-timeout", type=float, default=5.0,
+                          help="with --port: seconds a port may take per step")
+    shrink_p.add_argument("--port", nargs=argparse.REMAINDER,
+                          help="shrink against this port, the oracle (its argv; must come last)")
     shrink_p.set_defaults(run=cmd_shrink)
 
     promote_p = sub.add_parser("promote", help="write a pytest regression test replaying a trace")
@@ -467,17 +393,7 @@ def _parser() -> argparse.ArgumentParser:
     report_p.add_argument("--out", help="the HTML file to write (default: the trace path with .html)")
     report_p.set_defaults(run=cmd_report)
 
-    verify_p = sub.add_parser("verify", help="check a port (JSON lines on stdin/stdout) against the model")
-    verify_p.add_argument("--mechanism", required=True)
-    verify_p.add_argument("--variant", help="the variant the port implements (default: the current one)")
-    verify_p.add_argument("--config", help="configuration name (default: the first Hypothesis configuration)")
-    verify_p.add_argument("--budget", type=float, default=20.0, help="seconds of search before shrinking")
-    verify_p.add_argument("--seed", type=int, default=0)
-    verify_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
-    verify_p.add_argument("--out", default="brokerspec-out", help="where the counterexample trace is written")
-    verify_p.add_argument("--port", nargs=argparse.REMAINDER, required=True,
-                          help="the port's argv (no shell); must come last on the line")
-    verify_p.set_defaults(run=cmd_verify)
+    add_verify_parser(sub)
 
     protocol_p = sub.add_parser("protocol", help="print a mechanism's port vocabulary, generated from its model")
     protocol_p.add_argument("--mechanism", required=True)

@@ -5,14 +5,21 @@ Every such misbehaviour becomes one `PortError` naming the step, so the harness 
 of hanging or crashing; and the child is always killed and reaped (`close`, or the context
 manager), so no process survives a run.
 
-Protocol (version 1), one JSON object per line, UTF-8:
+Protocol (version 2; docs/ports.md is the port author's guide and keeps the changelog), one JSON
+object per line, UTF-8:
 
-* harness -> port ``{"type": "hello", "protocol": 1, "mechanism", "variant", "config"}`` (the complete
+* harness -> port ``{"type": "hello", "protocol": 2, "mechanism", "variant", "config"}`` (the complete
   configuration: every key the model reads, defaults included),
-  port -> harness ``{"type": "ready", "vars"}`` (its initial state);
+  port -> harness ``{"type": "ready", "vars"[, "capabilities"]}`` (its initial state, and what more it
+  can do: ``"reset"``, ``"pipeline"``);
 * harness -> port ``{"type": "step", "seq": n, "action", "params"}`` (n = 1, 2, ...),
   port -> harness ``{"type": "reply", "seq": n, "observation", "vars"[, "violations"]}`` or
-  ``{"type": "error", "seq": n, "message"}``.
+  ``{"type": "error", "seq": n, "message"}``;
+* (capability ``reset``) harness -> port ``{"type": "reset"}``, port -> harness ``{"type": "ready", "vars"}``:
+  back to the configuration's initial state, and the next step is seq 1 again, so one process serves
+  many walks;
+* (capability ``pipeline``) the harness may send several steps before it reads their replies; the port
+  still answers each in order.
 """
 
 from __future__ import annotations
@@ -33,16 +40,22 @@ from models.core import Action, Json, Observation, Param
 from properties.engines.mechanism import Mechanism
 from properties.engines.protocol import hello_config
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+"""The version the hello carries; docs/ports.md's changelog says what each one changed."""
 DEFAULT_STEP_TIMEOUT_S = 5.0
 DEFAULT_HELLO_TIMEOUT_S = 20.0
 """Starting a port may mean starting a JVM: the first reply gets more time than a step."""
 MAX_REPLY_BYTES = 1 << 20
 STDERR_TAIL_BYTES = 4096
+PIPELINE_WINDOW = 16
+"""Steps a pipelining port may have unanswered: their lines always fit in a pipe's buffer, so neither side
+blocks on a write while the other waits."""
 
 KINDS = ("crash", "hang", "garbage", "wrong-step", "flood", "error")
 MESSAGE_TYPES = ("ready", "reply", "error")
 """The message types a port may send."""
+CAPABILITIES = ("reset", "pipeline")
+"""What a port may announce in its `ready`; it is driven as a version-1 port without them."""
 
 
 class PortError(Exception):
@@ -55,6 +68,11 @@ class PortError(Exception):
         self.message = message
 
 
+class OutOfTime(Exception):
+    """The caller's deadline passed while the port was being waited for: no verdict on the port, only on
+    the time (a budget that ends during a reply is not the port's failure)."""
+
+
 def _jsonable(value: Param | Json) -> Any:
     """Tuples (the models' arrays) as lists, so `json` writes arrays."""
     if isinstance(value, tuple | list):
@@ -64,8 +82,14 @@ def _jsonable(value: Param | Json) -> Any:
     return value
 
 
+def step_line(seq: int, action: Action) -> bytes:
+    """The step message for `action` as the port reads it."""
+    params = {k: _jsonable(v) for k, v in action.params}
+    return json.dumps({"type": "step", "seq": seq, "action": action.name, "params": params}).encode("utf-8") + b"\n"
+
+
 class PortProcess:
-    """One running port for one run; `apply`, `vars` and `violations` as lockstep expects."""
+    """One running port; `apply`, `vars` and `violations` as lockstep expects, `reset` for the next walk."""
 
     strict_json = True
     """Its values arrived as JSON: lockstep compares them strictly (a port's `1` is not `true`)."""
@@ -80,12 +104,18 @@ class PortProcess:
         step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S,
         hello_timeout_s: float = DEFAULT_HELLO_TIMEOUT_S,
         max_reply_bytes: int = MAX_REPLY_BYTES,
+        deadline: float | None = None,
     ) -> None:
         if not argv:
             raise ValueError("a port needs a command (argv list)")
         self.step_timeout_s = step_timeout_s
         self.max_reply_bytes = max_reply_bytes
+        self.deadline = deadline
+        """A `time.monotonic()` past which no reply is waited for (`OutOfTime`): the caller's budget."""
         self.seq = 0
+        self.healthy = True
+        """False once the port misbehaved or a wait was cut short: it must not serve another walk."""
+        self.capabilities: frozenset[str] = frozenset()
         self._vars: dict[str, Json] = {}
         self._violations: list[str] = []
         self._buffer = bytearray()
@@ -102,24 +132,21 @@ class PortProcess:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise PortError("crash", 0, f"cannot start {argv[0]!r}: {exc}") from None
+            raise PortError("crash", 0, f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
         assert self.process.stdout is not None and self.process.stderr is not None
         os.set_blocking(self.process.stdout.fileno(), False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.process.stdout, selectors.EVENT_READ)
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_thread.start()
         try:
             complete = hello_config(mechanism, variant, config)  # defaults included: the port need guess none
             hello = {"type": "hello", "protocol": PROTOCOL_VERSION, "mechanism": mechanism.name, "variant": variant,
                      "config": {k: _jsonable(v) for k, v in complete.items()}}
-            reply = self._exchange(hello, hello_timeout_s)
-            if reply.get("type") == "error":
-                raise PortError("error", 0, f"hello refused: {reply.get('message')!r}")
-            if reply.get("type") != "ready":
-                raise self._unexpected(reply, "ready")
-            initial = reply.get("vars")
-            if not isinstance(initial, dict):
-                raise PortError("garbage", 0, f"'ready' needs the initial state as an object 'vars': {reply!r}"[:500])
-            self._vars = initial
+            self._write(json.dumps(hello).encode("utf-8") + b"\n")
+            reply = self._receive(("ready",), hello_timeout_s, "hello refused")
+            self._vars = self._ready_vars(reply)
+            self.capabilities = self._announced(reply)
         except BaseException:
             self.close()
             raise
@@ -128,6 +155,14 @@ class PortProcess:
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    @property
+    def resets(self) -> bool:
+        return "reset" in self.capabilities
+
+    @property
+    def pipelines(self) -> bool:
+        return "pipeline" in self.capabilities
 
     def __enter__(self) -> PortProcess:
         return self
@@ -140,10 +175,12 @@ class PortProcess:
         if self._closed:
             return
         self._closed = True
+        self.healthy = False
         process = self.process
         with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone, with its group
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+        self._selector.close()
         for stream in (process.stdin, process.stdout):
             with contextlib.suppress(OSError):  # a broken pipe on flush: the port is dead anyway
                 if stream is not None:
@@ -151,6 +188,17 @@ class PortProcess:
         self._stderr_thread.join(timeout=1.0)
         if process.stderr is not None:
             process.stderr.close()
+
+    def reset(self) -> dict[str, Json]:
+        """Back to the initial state (capability `reset`): the `ready`'s vars; the next step is seq 1.
+
+        An answer that is a step's reply is blamed on that step (it answered a step twice)."""
+        self._write(b'{"type": "reset"}\n')
+        reply = self._receive(("ready",), self.step_timeout_s, "reset refused")
+        self._vars = self._ready_vars(reply)
+        self._violations = []
+        self.seq = 0
+        return self._vars
 
     def _drain_stderr(self) -> None:
         """Keep the last `STDERR_TAIL_BYTES` of stderr (a full pipe would block the port)."""
@@ -171,21 +219,23 @@ class PortProcess:
     # -- Implementation ----------------------------------------------------------------------------
     def apply(self, action: Action) -> Observation:
         self.seq += 1
-        params = {k: _jsonable(v) for k, v in action.params}
-        message = {"type": "step", "seq": self.seq, "action": action.name, "params": params}
-        reply = self._exchange(message, self.step_timeout_s)
-        kind = reply.get("type")
-        if kind == "error":
-            text = reply.get("message")
-            raise PortError("error", self.seq, f"{action}: {text if isinstance(text, str) else reply!r}")
-        if kind != "reply":
-            raise self._unexpected(reply, "reply")
+        self._write(step_line(self.seq, action))
+        return self.take_reply(self.seq, action)
+
+    def send(self, lines: bytes) -> None:
+        """Write step lines (`step_line`) without waiting for their replies: a pipelining port's walk."""
+        self._write(lines)
+
+    def take_reply(self, seq: int, action: Action) -> Observation:
+        """Read the reply to step `seq` (sent already) and take its vars; the observation."""
+        self.seq = seq
+        reply = self._receive(("reply",), self.step_timeout_s)
         observation, port_vars = reply.get("observation"), reply.get("vars")
         violations = reply.get("violations", [])
         if not isinstance(port_vars, dict) or not (observation is None or isinstance(observation, dict)):
-            raise PortError("garbage", self.seq, f"a reply needs an object 'vars' and 'observation': {reply!r}"[:500])
+            raise self._fault("garbage", f"a reply needs an object 'vars' and 'observation': {reply!r}"[:500])
         if not isinstance(violations, list) or not all(isinstance(v, str) for v in violations):
-            raise PortError("garbage", self.seq, f"'violations' must be a list of strings: {violations!r}"[:500])
+            raise self._fault("garbage", f"'violations' must be a list of strings: {violations!r}"[:500])
         self._vars = port_vars
         self._violations = violations
         return observation
@@ -197,52 +247,85 @@ class PortProcess:
         return list(self._violations)
 
     # -- wire ----------------------------------------------------------------------------------------
-    def _unexpected(self, reply: dict[str, Any], wanted: str) -> PortError:
-        return PortError("garbage", self.seq, f"expected a {wanted!r} message, got {reply!r}"[:500])
+    def _fault(self, kind: str, message: str, step: int | None = None) -> PortError:
+        self.healthy = False
+        return PortError(kind, self.seq if step is None else step, message)
 
-    def _exchange(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Send one line, read one line; every way that can go wrong is a `PortError`."""
+    def _ready_vars(self, reply: dict[str, Any]) -> dict[str, Json]:
+        initial = reply.get("vars")
+        if not isinstance(initial, dict):
+            raise self._fault("garbage", f"'ready' needs the initial state as an object 'vars': {reply!r}"[:500])
+        return initial
+
+    def _announced(self, reply: dict[str, Any]) -> frozenset[str]:
+        """The capabilities a `ready` names (unknown names are ignored: a newer port may offer more)."""
+        announced = reply.get("capabilities", [])
+        if not isinstance(announced, list) or not all(isinstance(c, str) for c in announced):
+            raise self._fault("garbage", f"'capabilities' must be a list of strings: {announced!r}"[:500])
+        return frozenset(announced) & frozenset(CAPABILITIES)
+
+    def _write(self, data: bytes) -> None:
         stdin = self.process.stdin
         assert stdin is not None
         try:
-            stdin.write(json.dumps(message).encode("utf-8") + b"\n")
+            stdin.write(data)
             stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._crash("the port closed its input") from None
+
+    def _receive(self, wanted: tuple[str, ...], timeout_s: float, context: str = "error reply") -> dict[str, Any]:
+        """Read one message of a type in `wanted` (for step `self.seq`, if a reply); every way that can go
+        wrong is a `PortError` (or `OutOfTime` when the deadline, not the port, ends the wait)."""
         line = self._read_line(timeout_s)
         try:
             reply = json.loads(line)
         except (UnicodeDecodeError, ValueError):
-            raise PortError("garbage", self.seq, f"not a JSON line: {line[:200]!r}") from None
+            raise self._fault("garbage", f"not a JSON line: {line[:200]!r}") from None
         if not isinstance(reply, dict):
-            raise PortError("garbage", self.seq, f"not a JSON object: {line[:200]!r}")
-        if reply.get("type") not in MESSAGE_TYPES:
-            raise PortError("garbage", self.seq, f"not a message of this protocol: {line[:200]!r}")
+            raise self._fault("garbage", f"not a JSON object: {line[:200]!r}")
+        kind = reply.get("type")
+        if kind not in MESSAGE_TYPES:
+            raise self._fault("garbage", f"'type' must be one of {', '.join(MESSAGE_TYPES)}: {line[:200]!r}")
         seq = reply.get("seq")
-        if self.seq and (not isinstance(seq, int) or isinstance(seq, bool)):
-            raise PortError("garbage", self.seq, f"'seq' must be the step's number, got {seq!r}")
-        if self.seq and seq != self.seq:
-            raise PortError("wrong-step", self.seq, f"expected seq {self.seq}, got {seq!r}")
+        numbered = isinstance(seq, int) and not isinstance(seq, bool)
+        answered = self.seq if "ready" in wanted else self.seq - 1  # the steps already answered
+        if kind == "reply" and isinstance(seq, int) and numbered and 1 <= seq <= answered:  # answered twice
+            raise self._fault("wrong-step", f"an extra reply to step {seq} (one step, two replies): {line[:200]!r}",
+                              step=seq)
+        if kind == "error":
+            text = reply.get("message")
+            raise self._fault("error", f"{context}: {text if isinstance(text, str) else line[:200]!r}")
+        if kind not in wanted:
+            expected = " or ".join(repr(w) for w in wanted)
+            raise self._fault("garbage", f"'type' must be {expected} here, got {kind!r}: {line[:200]!r}")
+        if kind == "reply" and not numbered:
+            raise self._fault("garbage", f"'seq' must be the step's number, got {seq!r}")
+        if kind == "reply" and seq != self.seq:
+            raise self._fault("wrong-step", f"expected seq {self.seq}, got {seq!r}")
         return reply
 
     def _read_line(self, timeout_s: float) -> bytes:
         stdout = self.process.stdout
         assert stdout is not None
         deadline = time.monotonic() + timeout_s
-        with selectors.DefaultSelector() as selector:
-            selector.register(stdout, selectors.EVENT_READ)
-            while (newline := self._buffer.find(b"\n")) < 0:
-                if len(self._buffer) > self.max_reply_bytes:
-                    raise PortError("flood", self.seq, f"more than {self.max_reply_bytes} bytes without a newline")
-                left = deadline - time.monotonic()
-                if left <= 0 or not selector.select(left):
-                    raise PortError("hang", self.seq, f"no reply within {timeout_s:g}s")
-                chunk = os.read(stdout.fileno(), 65536)
-                if not chunk:
-                    raise self._crash("the port closed its output")
-                self._buffer += chunk
+        cut = self.deadline is not None and self.deadline < deadline
+        if cut:
+            deadline = self.deadline  # type: ignore[assignment]
+        while (newline := self._buffer.find(b"\n")) < 0:
+            if len(self._buffer) > self.max_reply_bytes:
+                raise self._fault("flood", f"more than {self.max_reply_bytes} bytes without a newline")
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._selector.select(left):
+                if cut:
+                    self.healthy = False
+                    raise OutOfTime(f"the deadline passed while step {self.seq} waited for its reply")
+                raise self._fault("hang", f"no reply within {timeout_s:g}s")
+            chunk = os.read(stdout.fileno(), 65536)
+            if not chunk:
+                raise self._crash("the port closed its output")
+            self._buffer += chunk
         if newline > self.max_reply_bytes:
-            raise PortError("flood", self.seq, f"a reply of {newline} bytes (limit {self.max_reply_bytes})")
+            raise self._fault("flood", f"a reply of {newline} bytes (limit {self.max_reply_bytes})")
         line = bytes(self._buffer[:newline])
         del self._buffer[: newline + 1]
         return line
@@ -255,4 +338,4 @@ class PortProcess:
         self._stderr_thread.join(timeout=1.0)
         status = "still running" if code is None else f"exit code {code}"
         tail = self.stderr_tail()
-        return PortError("crash", self.seq, f"{what} ({status})" + (f"; stderr: {tail}" if tail else ""))
+        return self._fault("crash", f"{what} ({status})" + (f"; stderr: {tail}" if tail else ""))

@@ -1,28 +1,37 @@
-"""Verify a port against the model: random walks and Hypothesis runs in lockstep, shrinking, traces.
+"""Verify a port against the model: the conformance tour, random walks and Hypothesis runs in lockstep,
+shrinking, traces.
 
 The model is the oracle: every step the port's projected state must equal the model's variables
 and its observation the model's prediction (else `divergence`); the reference implementation runs
-beside the port on the same actions, and the port must agree with it too (a `divergence` whose
-detail names the reference); invariants the port reports on its own state count as violations; a
-misbehaving port (crash, hang, garbage, wrong step, flood, error reply) is a failure of its own
-kind, `port-<kind>`. Every run starts a fresh port, so a failure reproduces from the actions alone,
-which is what lets the shrinker use the port as its oracle.
+beside the port on the random and Hypothesis runs, and the port must agree with it too (a
+`divergence` whose detail names the reference); invariants the port reports on its own state count
+as violations; a misbehaving port (crash, hang, garbage, wrong step, flood, error reply) is a
+failure of its own kind, `port-<kind>`.
+
+First comes the tour: every transition of each explorer configuration of the port's scope
+(`properties.engines.conformance.tour`), replayed from the explored graph, so the model's side of a
+step is a table lookup and the port sets the pace. A port that announces `reset` serves every walk of
+one verify in one process; the others get a fresh process per walk. Replaying and shrinking always
+start a fresh port, so a failure reproduces from the actions alone (and a failure that does not is
+named as one a reset left behind). The budget is a hard limit on all of it: every wait for the port
+ends at the deadline.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import HealthCheck, Phase
 from hypothesis import seed as hypothesis_seed
 from hypothesis import settings as Settings
 
-from models.core import Action, ActionNotEnabled, Json, Model, Observation, Param
+from models.core import Action, ActionNotEnabled, Json, Model, Observation, Param, violated
 from properties.engines.conformance import tour
 from properties.engines.explorer import explore
 from properties.engines.lockstep import (
@@ -31,12 +40,20 @@ from properties.engines.lockstep import (
     ImplementationFactory,
     Lockstep,
     StepOutcome,
+    as_json,
     first_difference,
     same_json,
     to_text,
 )
 from properties.engines.mechanism import Mechanism
-from properties.engines.port import DEFAULT_STEP_TIMEOUT_S, PortError, PortProcess
+from properties.engines.port import (
+    DEFAULT_STEP_TIMEOUT_S,
+    PIPELINE_WINDOW,
+    OutOfTime,
+    PortError,
+    PortProcess,
+    step_line,
+)
 from properties.engines.replay import record
 from properties.engines.shrink import shrink
 from properties.engines.stateful import build_state_machine, find_failure
@@ -44,7 +61,11 @@ from traces.format import Trace
 
 PORT_PREFIX = "port-"
 SEARCH_SHARE = 0.75
-"""The share of `verify`'s budget the search may use; shrinking gets the rest, and the budget is a hard limit."""
+"""The share of `verify`'s budget the search may use; shrinking and the trace get the rest, and the budget is
+a hard limit."""
+TOUR_MAX_STEPS = 150_000
+"""Replayed steps per explorer configuration, as `check`'s conformance spends (the shallowest transitions
+first where a tour is longer)."""
 
 
 @dataclass(frozen=True)
@@ -58,9 +79,12 @@ class PortSpec:
     step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S
     reference: ImplementationFactory | None = None
     """The mechanism's reference implementation, run beside the port when given."""
+    deadline: float | None = None
+    """A `time.monotonic()` value no wait for the port outlasts (`OutOfTime`)."""
 
     def start(self) -> PortProcess:
-        return PortProcess(self.argv, self.mechanism, self.variant, self.config, step_timeout_s=self.step_timeout_s)
+        return PortProcess(self.argv, self.mechanism, self.variant, self.config, step_timeout_s=self.step_timeout_s,
+                           deadline=self.deadline)
 
     def beside_reference(self, port: PortProcess) -> PortProcess | BesideReference:
         """What lockstep drives: the port, with the reference beside it when there is one."""
@@ -113,9 +137,16 @@ class BesideReference:
     def close(self) -> None:
         """Stop the port, and whatever the reference runs in the background."""
         self.port.close()
+        self.close_reference()
+
+    def close_reference(self) -> None:
         close = getattr(self.reference, "close", None)
         if close is not None:
             close()
+
+
+def _port_of(implementation: PortProcess | BesideReference) -> PortProcess:
+    return implementation.port if isinstance(implementation, BesideReference) else implementation
 
 
 @dataclass(frozen=True)
@@ -129,6 +160,27 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class TourPart:
+    """How much of one explorer configuration's tour the port ran."""
+
+    config: str
+    covered: int
+    transitions: int
+    walks: int
+    steps: int
+    elapsed_s: float
+    refused: str = ""
+    """The port's hello refusal of this configuration (a scope option it does not implement): not toured."""
+
+    def line(self) -> str:
+        if self.refused:
+            return f"{self.config}: refused by the port ({self.refused})"
+        rate = self.steps / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        return (f"{self.config}: {self.covered} / {self.transitions} transitions covered, {self.walks} walks, "
+                f"{self.steps} steps, {self.elapsed_s:.1f}s, {rate:,.0f} steps/s")
+
+
+@dataclass(frozen=True)
 class Verdict:
     """What `verify` found: the (shrunk) failure, if any, the port set-up it failed on, and how much it ran."""
 
@@ -137,6 +189,12 @@ class Verdict:
     runs: int
     steps: int
     elapsed_s: float
+    tour: tuple[TourPart, ...] = ()
+    processes: int = 0
+    """Port processes started: one per walk without `reset`, one (plus one per failure) with it."""
+    trace: Trace | None = None
+    """The failure as a trace with the port's states, recorded within the budget."""
+    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 def _target(outcome: StepOutcome) -> str | None:
@@ -151,11 +209,53 @@ def _port_failure(error: PortError, actions: Sequence[Action], engine: str) -> F
     return Failure(tuple(actions[: error.step]), PORT_PREFIX + error.kind, error.message, engine)
 
 
+def _out_of_time(error: OutOfTime, actions: Sequence[Action], engine: str) -> Failure:
+    """A reply still awaited when the budget ended: a hang as far as this verify can tell."""
+    return Failure(tuple(actions), PORT_PREFIX + "hang", f"no reply before the budget ran out ({error})", engine)
+
+
+def closing_reset(port: PortProcess, initial: Mapping[str, Json]) -> str:
+    """Reset a port that announced `reset` after a passing walk; what is wrong with the state it comes back
+    in ("" when it is the initial one). Part of the walk: a reset that leaves state behind is its failure."""
+    back = port.reset()
+    if same_json(initial, back):
+        return ""
+    return "reset: state " + first_difference(initial, back, ("initial", "port"))
+
+
+class PortPool:
+    """At most one idle port, reset and checked: what lets one process serve many walks."""
+
+    def __init__(self, spec: PortSpec) -> None:
+        self.spec = spec
+        self.idle: PortProcess | None = None
+        self.started = 0
+
+    def take(self) -> PortProcess:
+        if self.idle is not None:
+            port, self.idle = self.idle, None
+            return port
+        self.started += 1
+        return self.spec.start()
+
+    def keep(self, port: PortProcess) -> None:
+        """Keep a port whose walk passed and whose reset was checked; others are stopped."""
+        if port.healthy and port.resets and self.idle is None:
+            self.idle = port
+        else:
+            port.close()
+
+    def close(self) -> None:
+        if self.idle is not None:
+            self.idle.close()
+            self.idle = None
+
+
 def run_actions(
     make_model: Callable[[], Model[Any]], spec: PortSpec, actions: Sequence[Action], engine: str = "replay"
 ) -> Failure | None:
-    """Run `actions` on a fresh port next to the model; the first failure, None if all pass or an
-    action is not enabled (a shrink candidate that does not fit the model)."""
+    """Run `actions` on a fresh port next to the model, then its reset if it announces one; the first
+    failure, None if all pass or an action is not enabled (a shrink candidate that does not fit the model)."""
     try:
         with spec.running() as implementation:
             lockstep = Lockstep(make_model(), implementation)
@@ -167,6 +267,12 @@ def run_actions(
                 target = _target(outcome)
                 if target is not None:
                     return Failure(tuple(actions[:index]), target, outcome.detail, engine)
+            port = _port_of(implementation)
+            if port.resets:
+                model = lockstep.model
+                wrong = closing_reset(port, model.vars(model.initial()))
+                if wrong:
+                    return Failure(tuple(actions), DIVERGENCE, wrong, engine)
     except PortError as error:
         return _port_failure(error, actions, engine)
     except ActionNotEnabled:
@@ -174,49 +280,198 @@ def run_actions(
     return None
 
 
-def explorer_paths(model: Model[Any], max_states: int) -> Iterator[tuple[Action, ...]]:
-    """Walks that together take every transition of the explored graph (`properties.engines.conformance.tour`).
+# -- the tour ----------------------------------------------------------------------------------------
 
-    Every edge, not only every state: a wrong observation on one edge hides behind another path to
-    the same target state.
-    """
-    result = explore(model, max_states=max_states, check_liveness=False, check_deadlock=False, record_labels=True)
-    labels = result.labels
-    assert labels is not None
-    for walk in tour(result):
-        yield tuple(labels[e] for e in walk)
+
+def _canonical(value: object) -> str:
+    """JSON text that two values share exactly when they are equal strictly as JSON (`1` is not `true`,
+    `1` is not `1.0`), whatever their objects' key order."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass
+class _Tour:
+    """One explorer configuration's tour, with the model's side of each step worked out once per (state,
+    transition): the walks' prefixes repeat, and their steps are then lookups.
+
+    The model is stepped for real along each walk: an explored state stands for every state of its key
+    (a model may abstract a clock away), so its vars are not the walk's."""
+
+    model: Model[Any]
+    labels: list[Action]
+    walks: list[tuple[int, ...]]
+    steps: dict[tuple[Any, int], tuple[Any, Observation, str | None]] = field(default_factory=dict)
+    seen: dict[Any, tuple[str, list[str]]] = field(default_factory=dict)
+    cached: bool = True
+    """False once a state turns out unhashable: every step is then the model's."""
+
+    @classmethod
+    def of(cls, model: Model[Any], max_states: int, max_steps: int) -> _Tour:
+        """The tour's walks, shallowest transitions first, up to `max_steps` steps."""
+        result = explore(model, max_states=max_states, check_liveness=False, check_deadlock=False, record_labels=True)
+        assert result.labels is not None
+        walks, steps = [], 0
+        for walk in tour(result):
+            if steps + len(walk) > max_steps:
+                break
+            walks.append(walk)
+            steps += len(walk)
+        return cls(model, result.labels, walks)
+
+    def step(self, state: Any, edge: int) -> tuple[Any, Observation, str | None]:
+        """The state after `edge`'s action from `state`, its observation and the observation's canonical text."""
+        if self.cached:
+            try:
+                return self.steps[(state, edge)]
+            except KeyError:
+                pass
+            except TypeError:
+                self.cached = False
+        after, observation = self.model.step(state, self.labels[edge])
+        found = (after, observation, None if observation is None else _canonical(as_json(observation)))
+        if self.cached:
+            self.steps[(state, edge)] = found
+        return found
+
+    def judge(self, state: Any) -> tuple[str, list[str]]:
+        """`state`'s vars as canonical text, and the invariants the model breaks there."""
+        if self.cached:
+            try:
+                return self.seen[state]
+            except KeyError:
+                pass
+            except TypeError:
+                self.cached = False
+        found = (_canonical(as_json(self.model.vars(state))), violated(self.model, state))
+        if self.cached:
+            self.seen[state] = found
+        return found
+
+
+def _tour_walk(tour_: _Tour, walk: tuple[int, ...], port: PortProcess) -> Failure | None:
+    """Run one walk of the tour on `port` (at its initial state), then its reset: the first failure."""
+    model, labels = tour_.model, tour_.labels
+    state = model.initial()
+    if _canonical(port.vars()) != tour_.judge(state)[0]:
+        return Failure((), DIVERGENCE, "state " + first_difference(model.vars(state), port.vars()), "tour")
+    ahead = PIPELINE_WINDOW if port.pipelines else 1
+    sent = 0
+    for index in range(1, len(walk) + 1):
+        if sent < index:  # keep up to `ahead` steps in flight
+            end = min(len(walk), index - 1 + ahead)
+            port.send(b"".join(step_line(seq, labels[walk[seq - 1]]) for seq in range(sent + 1, end + 1)))
+            sent = end
+        observed = port.take_reply(index, labels[walk[index - 1]])
+        state, expected, expected_text = tour_.step(state, walk[index - 1])
+        text, names = tour_.judge(state)
+        names = [*names, *port.violations()]
+        detail = ""
+        if text != _canonical(port.vars()):
+            detail = "state " + first_difference(model.vars(state), port.vars())
+        elif expected_text is not None and (observed is None or _canonical(observed) != expected_text):
+            detail = f"observation: model {to_text(expected)} != implementation {to_text(observed)}"
+        if detail or names:
+            named = [n for n in names if n != DIVERGENCE]
+            return Failure(tuple(labels[e] for e in walk[:index]), named[0] if named else DIVERGENCE, detail, "tour")
+    if port.resets:
+        wrong = closing_reset(port, model.vars(model.initial()))
+        if wrong:
+            return Failure(tuple(labels[e] for e in walk), DIVERGENCE, wrong, "tour")
+    return None
+
+
+def tour_on_port(
+    name: str, model: Model[Any], spec: PortSpec, pool: PortPool, *, stop_at: float, max_states: int = 2000,
+    max_steps: int = TOUR_MAX_STEPS,
+) -> tuple[TourPart, Failure | None]:
+    """Every transition of `model`'s explored graph on the port (`spec`'s configuration is the model's),
+    until a failure or the monotonic time `stop_at`; the coverage and the failure."""
+    started = time.perf_counter()
+    tour_ = _Tour.of(model, max_states, max_steps)
+    covered = bytearray(len(tour_.labels))
+    walks = steps = 0
+    failure: Failure | None = None
+    for walk in tour_.walks:
+        if time.monotonic() >= stop_at:
+            break
+        port: PortProcess | None = None
+        try:
+            port = pool.take()
+            failure = _tour_walk(tour_, walk, port)
+        except PortError as error:
+            if error.step == 0 and error.kind == "error" and walks == 0 and port is None:
+                return TourPart(name, 0, len(tour_.labels), 0, 0, time.perf_counter() - started,
+                                refused=error.message), None
+            failure = _port_failure(error, [tour_.labels[e] for e in walk], "tour")
+        except OutOfTime as error:
+            sent = port.seq if port is not None else 0
+            failure = _out_of_time(error, [tour_.labels[e] for e in walk[:sent]], "tour")
+        walks += 1
+        steps += len(failure.actions) if failure is not None else len(walk)
+        if failure is not None:
+            if port is not None:
+                port.close()
+            break
+        assert port is not None
+        pool.keep(port)
+        for e in walk:
+            covered[e] = 1
+    part = TourPart(name, sum(covered), len(tour_.labels), walks, steps, time.perf_counter() - started)
+    return part, failure
+
+
+# -- random walks and Hypothesis ---------------------------------------------------------------------
 
 
 def random_walk(
-    make_model: Callable[[], Model[Any]], spec: PortSpec, rng: random.Random, length: int
+    make_model: Callable[[], Model[Any]], spec: PortSpec, rng: random.Random, length: int, pool: PortPool,
 ) -> tuple[Failure | None, int]:
-    """One seeded walk over the model's enabled actions on a fresh port; (failure, steps run)."""
+    """One seeded walk over the model's enabled actions on a port from `pool`; (failure, steps run)."""
     actions: list[Action] = []
+    port: PortProcess | None = None
     try:
-        with spec.running() as implementation:
-            lockstep = Lockstep(make_model(), implementation)
-            target = _target(lockstep.initial_outcome())
+        port = pool.take()
+        implementation = spec.beside_reference(port)
+        lockstep = Lockstep(make_model(), implementation)
+        target = _target(lockstep.initial_outcome())
+        if target is not None:
+            port.close()
+            return Failure((), target, lockstep.initial_outcome().detail, "walk"), 0
+        for _ in range(length):
+            choices = lockstep.model.enabled(lockstep.state)
+            if not choices:
+                break
+            actions.append(rng.choice(list(choices)))
+            outcome = lockstep.apply(actions[-1])
+            target = _target(outcome)
             if target is not None:
-                return Failure((), target, lockstep.initial_outcome().detail, "walk"), 0
-            for _ in range(length):
-                choices = lockstep.model.enabled(lockstep.state)
-                if not choices:
-                    break
-                actions.append(rng.choice(list(choices)))
-                outcome = lockstep.apply(actions[-1])
-                target = _target(outcome)
-                if target is not None:
-                    return Failure(tuple(actions), target, outcome.detail, "walk"), len(actions)
+                port.close()
+                return Failure(tuple(actions), target, outcome.detail, "walk"), len(actions)
+        if isinstance(implementation, BesideReference):
+            implementation.close_reference()
+        if port.resets:
+            model = lockstep.model
+            wrong = closing_reset(port, model.vars(model.initial()))
+            if wrong:
+                port.close()
+                return Failure(tuple(actions), DIVERGENCE, wrong, "walk"), len(actions)
+        pool.keep(port)
     except PortError as error:
+        if port is not None:
+            port.close()
         return _port_failure(error, actions, "walk"), len(actions)
+    except OutOfTime as error:
+        if port is not None:
+            port.close()
+        return _out_of_time(error, actions, "walk"), len(actions)
     return None, len(actions)
 
 
 def hypothesis_batch(
-    make_model: Callable[[], Model[Any]], spec: PortSpec, seed: int, examples: int, step_count: int
+    make_model: Callable[[], Model[Any]], spec: PortSpec, seed: int, examples: int, step_count: int, pool: PortPool,
 ) -> tuple[Failure | None, int, int]:
-    """`examples` Hypothesis lockstep runs (no Hypothesis shrinking: the port-oracle shrinker does
-    that with fewer restarts); (failure, runs, steps run)."""
+    """`examples` Hypothesis lockstep runs on ports from `pool` (no Hypothesis shrinking: the port-oracle
+    shrinker does that with fewer restarts); (failure, runs, steps run)."""
     steps = [0]
     runs = [0]
     last: list[tuple[Action, ...]] = [()]
@@ -225,7 +480,7 @@ def hypothesis_batch(
     base = build_state_machine(
         make_model,
         make_model().action_names,
-        lambda: spec.beside_reference(spec.start()),
+        lambda: spec.beside_reference(pool.take()),
         on_failure=lambda run: found.append(Failure(run.actions, _target_of(run.failures), run.detail, "hypothesis")),
         on_step=lambda _: steps.__setitem__(0, steps[0] + 1),
     )
@@ -235,8 +490,29 @@ def hypothesis_batch(
             last[0] = tuple(self.actions)
             runs[0] += 1
             implementation = self.lockstep.implementation
-            if isinstance(implementation, PortProcess | BesideReference):
-                implementation.close()
+            if not isinstance(implementation, PortProcess | BesideReference):
+                return
+            port = _port_of(implementation)
+            if isinstance(implementation, BesideReference):
+                implementation.close_reference()
+            if not port.healthy or self._failed:
+                port.close()
+                return
+            if port.resets:
+                model = self.lockstep.model
+                wrong = closing_reset(port, model.vars(model.initial()))
+                if wrong:
+                    port.close()
+                    found.append(Failure(last[0], DIVERGENCE, wrong, "hypothesis"))
+                    raise AssertionError(wrong)
+            pool.keep(port)
+
+        _failed = False
+
+        def _check(self, failures: Sequence[str], detail: str) -> None:
+            if failures:
+                self._failed = True
+            super()._check(failures, detail)
 
     settings = Settings(
         max_examples=examples,
@@ -251,6 +527,8 @@ def hypothesis_batch(
         return None, runs[0], steps[0]
     if isinstance(error, PortError):
         return _port_failure(error, last[0], "hypothesis"), runs[0], steps[0]
+    if isinstance(error, OutOfTime):
+        return _out_of_time(error, last[0], "hypothesis"), runs[0], steps[0]
     if found:
         return found[-1], runs[0], steps[0]
     return Failure(last[0], "exception", f"{type(error).__name__}: {error}", "hypothesis"), runs[0], steps[0]
@@ -261,26 +539,47 @@ def _target_of(failures: Sequence[str]) -> str:
     return names[0] if names else DIVERGENCE
 
 
-def shrink_failure(
-    make_model: Callable[[], Model[Any]], spec: PortSpec, failure: Failure, deadline: float | None = None
-) -> Failure:
-    """Delta-debug the actions with the port as the oracle (a fresh port per attempt), until `deadline`
-    (a `time.perf_counter()` value): past it, every further candidate counts as not failing, so the
-    smallest run found so far is kept and `verify`'s budget holds, shrinking included."""
+# -- shrinking and the verdict -----------------------------------------------------------------------
+
+
+def shrink_failure(make_model: Callable[[], Model[Any]], spec: PortSpec, failure: Failure) -> Failure | None:
+    """Delta-debug the actions with the port as the oracle (a fresh port per attempt) until `spec`'s deadline:
+    past it, every further candidate counts as not failing, so the smallest run found so far is kept and
+    the budget holds, shrinking included. None when the failure does not reproduce on a fresh port."""
+    seen: dict[tuple[Action, ...], Failure | None] = {}
+    timed_out = [False]
+
+    def run(actions: Sequence[Action]) -> Failure | None:
+        key = tuple(actions)
+        if key not in seen:
+            try:
+                seen[key] = None if timed_out[0] else run_actions(make_model, spec, actions)
+            except OutOfTime:
+                timed_out[0] = True
+                seen[key] = None
+        return seen[key]
 
     def fails(actions: Sequence[Action]) -> bool:
-        if deadline is not None and time.perf_counter() > deadline:
-            return False
-        found = run_actions(make_model, spec, actions)
+        found = run(actions)
         return found is not None and found.target == failure.target
 
     try:
         actions = shrink(failure.actions, fails, model=make_model())
     except ValueError:
-        return failure  # not reproducible from a fresh start (a flaky port), or no time left: keep it as found
-    again = run_actions(make_model, spec, actions)
+        return failure if timed_out[0] else None  # no time to tell, or it does not reproduce from a fresh start
+    again = seen.get(actions)
     detail = again.detail if again is not None else failure.detail
     return Failure(actions, failure.target, detail, failure.engine)
+
+
+@dataclass
+class _Search:
+    """The running totals of one verify."""
+
+    runs: int = 0
+    steps: int = 0
+    failure: Failure | None = None
+    used: tuple[Callable[[], Model[Any]], PortSpec] | None = None
 
 
 def verify(
@@ -290,45 +589,78 @@ def verify(
     budget_s: float,
     seed: int = 0,
     walk_length: int = 40,
-    explorer: tuple[Callable[[], Model[Any]], PortSpec] | None = None,
+    tours: Sequence[tuple[str, Callable[[], Model[Any]], PortSpec]] = (),
+    tour_only: bool = False,
     max_states: int = 2000,
     progress: Callable[[str], None] | None = None,
 ) -> Verdict:
-    """Until a failure: the explorer's tour of every transition (on `explorer`'s configuration, if given)
-    for a third of the budget, random walks until half of it, Hypothesis batches until `SEARCH_SHARE` of
-    it; then shrink within what is left. A run that has started finishes, so the budget can be passed
-    by at most one run (a step timeout per step)."""
+    """Until a failure: the tour of every transition of each of `tours` (name, model, port set-up), then
+    (unless `tour_only`) random walks until half the search time left and Hypothesis batches until
+    `SEARCH_SHARE` of the budget; then shrink and record the trace within what is left. The budget is a
+    hard limit: every wait for the port ends at its deadline."""
     started = time.perf_counter()
+    deadline = time.monotonic() + budget_s
+    search_end = time.monotonic() + budget_s * SEARCH_SHARE
+    spec = replace(spec, deadline=deadline)
     rng = random.Random(seed)
-    runs = steps = 0
-    failure: Failure | None = None
-    used = (make_model, spec)
+    search = _Search(used=(make_model, spec))
+    parts: list[TourPart] = []
+    processes = 0
+    notes: list[str] = []
 
-    def left(fraction: float) -> bool:
-        return failure is None and time.perf_counter() - started < budget_s * fraction
+    for name, make_tour_model, tour_spec in tours:
+        tour_spec = replace(tour_spec, deadline=deadline)
+        pool = PortPool(tour_spec)
+        try:
+            part, search.failure = tour_on_port(name, make_tour_model(), tour_spec, pool, stop_at=search_end,
+                                                max_states=max_states)
+        finally:
+            pool.close()
+        processes += pool.started
+        parts.append(part)
+        search.runs, search.steps = search.runs + part.walks, search.steps + part.steps
+        if progress is not None:
+            progress(f"  tour {part.line()}")
+        if search.failure is not None:
+            search.used = (make_tour_model, tour_spec)
+            break
+        if time.monotonic() >= search_end:
+            break
 
-    if explorer is not None:
-        for path in explorer_paths(explorer[0](), max_states):
-            failure = run_actions(*explorer, path, engine="explorer")
-            runs, steps = runs + 1, steps + len(path)
-            used = explorer
-            if not left(1 / 3):
-                break
-    if failure is None:
-        used = (make_model, spec)
-        walks = 0
-        while walks == 0 or left(1 / 2):  # at least one walk: a verdict must rest on a run
-            failure, n = random_walk(make_model, spec, rng, walk_length)
-            runs, steps, walks = runs + 1, steps + n, walks + 1
-    batch = 0
-    while left(SEARCH_SHARE):
-        failure, r, n = hypothesis_batch(make_model, spec, seed + batch, examples=5, step_count=walk_length)
-        runs, steps, batch = runs + r, steps + n, batch + 1
+    if search.failure is None and not tour_only:
+        pool = PortPool(spec)
+        walk_end = time.monotonic() + (search_end - time.monotonic()) / 2
+        try:
+            walks = 0
+            while search.failure is None and (walks == 0 or time.monotonic() < walk_end):  # a verdict rests on a run
+                search.failure, n = random_walk(make_model, spec, rng, walk_length, pool)
+                search.runs, search.steps, walks = search.runs + 1, search.steps + n, walks + 1
+            batch = 0
+            while search.failure is None and time.monotonic() < search_end:
+                search.failure, r, n = hypothesis_batch(make_model, spec, seed + batch, 5, walk_length, pool)
+                search.runs, search.steps, batch = search.runs + r, search.steps + n, batch + 1
+        finally:
+            pool.close()
+        processes += pool.started
+
+    failure = search.failure
+    trace: Trace | None = None
     if failure is not None:
+        assert search.used is not None
+        model_of, used_spec = search.used
         if progress is not None:
             progress(f"  {failure.target} after {len(failure.actions)} steps ({failure.engine}); shrinking on the port")
-        failure = shrink_failure(*used, failure, deadline=started + budget_s)
-    return Verdict(failure, used[1], runs, steps, time.perf_counter() - started)
+        shrunk = shrink_failure(model_of, used_spec, failure)
+        if shrunk is None:
+            notes.append("the failure does not reproduce on a fresh port: the port's reset leaves state behind "
+                         "(or the port is not deterministic); the trace is the run as found")
+        else:
+            failure = shrunk
+        trace = record_on_port(model_of(), used_spec, failure)
+        search.used = (model_of, used_spec)
+    assert search.used is not None
+    return Verdict(failure, search.used[1], search.runs, search.steps, time.perf_counter() - started, tuple(parts),
+                   processes, trace, tuple(notes))
 
 
 def record_on_port(model: Model[Any], spec: PortSpec, failure: Failure) -> Trace:
@@ -336,12 +668,16 @@ def record_on_port(model: Model[Any], spec: PortSpec, failure: Failure) -> Trace
 
     A misbehaving port (exit 4) has no state at its failing step, so that trace is the model's run
     of every action up to and including the failing one, with the port's failure at that step:
-    `replay --port` sends the same actions and meets the same failure there.
+    `replay --port` sends the same actions and meets the same failure there. So is a run the port cannot
+    replay before `spec`'s deadline, or one whose failure shows only after it (a reset's).
     """
-    try:
-        with spec.running() as implementation:
-            return record(model, failure.actions, engine="port", implementation=implementation)
-    except PortError as error:
-        trace = record(model, failure.actions, engine="port")
-        return replace(trace, failure={"step": error.step, "names": [PORT_PREFIX + error.kind],
-                                       "detail": error.message})
+    if not failure.target.startswith(PORT_PREFIX) and (spec.deadline is None or time.monotonic() < spec.deadline):
+        try:
+            with spec.running() as implementation:
+                trace = record(model, failure.actions, engine="port", implementation=implementation)
+            if trace.failure:
+                return trace
+        except (PortError, OutOfTime, ActionNotEnabled):
+            pass
+    trace = record(model, failure.actions, engine="port")
+    return replace(trace, failure={"step": len(failure.actions), "names": [failure.target], "detail": failure.detail})

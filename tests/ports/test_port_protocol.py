@@ -70,10 +70,22 @@ def test_port_error_names_the_kind_and_the_step(mode: str, tmp_path: Path) -> No
     _assert_none_alive(pidfile)
 
 
-def test_verify_with_a_missing_program_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["verify", "--mechanism", "topiclist", "--port", str(tmp_path / "no-such-port")])
+def test_a_port_that_cannot_start_is_a_crash_with_exit_4_and_a_0_step_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["verify", "--mechanism", "topiclist", "--budget", "5", "--out", str(tmp_path / "out"),
+                 "--port", str(tmp_path / "no-such-port")])
+    out = capsys.readouterr().out
+    assert code == INFRA, out
+    assert "port-crash at step 0" in out and "cannot start" in out and "No such file" in out
+    trace = load(tmp_path / "out" / "topiclist" / "current-port-port-crash.json")
+    assert trace.actions == () and trace.failure["step"] == 0 and trace.failure["names"] == ["port-crash"]
+
+
+def test_verify_without_a_port_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["verify", "--mechanism", "topiclist", "--port"])
     err = capsys.readouterr().err.strip()
-    assert code == USAGE and "is not an executable program" in err and "\n" not in err
+    assert code == USAGE and "--port needs the port's command line" in err and "\n" not in err
 
 
 def test_verify_keeps_its_budget_shrinking_included(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,7 +123,7 @@ def test_verify_reports_a_misbehaving_port_with_exit_code_4(
 ) -> None:
     pidfile = tmp_path / "pids"
     started = time.monotonic()
-    code = main(["verify", "--mechanism", "topiclist", "--budget", "1", "--step-timeout", "0.5",
+    code = main(["verify", "--mechanism", "topiclist", "--budget", "6", "--step-timeout", "0.5",
                  "--out", str(tmp_path / "out"), "--port", *_argv(mode, 1, pidfile)])
     out = capsys.readouterr().out
     assert code == INFRA, out
@@ -142,7 +154,7 @@ def test_verify_reports_an_invariant_the_port_checks_itself_with_exit_code_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pidfile = tmp_path / "pids"
-    code = main(["verify", "--mechanism", "topiclist", "--budget", "1", "--out", str(tmp_path / "out"),
+    code = main(["verify", "--mechanism", "topiclist", "--budget", "6", "--out", str(tmp_path / "out"),
                  "--port", *_argv("violation", 1, pidfile)])
     out = capsys.readouterr().out
     assert code == VIOLATED, out

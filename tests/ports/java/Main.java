@@ -4,14 +4,20 @@ import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
  * A brokerspec port: reads one JSON message per line on stdin, answers one per line on stdout.
  * Implements topiclist at the "semaphore" scope ({@code -Dbug=barging} switches on a FIFO bug) and
- * keyshared at the "tracker" scope ({@code -Dbug=post-decrement} switches on a ref-count bug).
+ * keyshared at the "tracker" scope ({@code -Dbug=post-decrement} switches on a ref-count bug). It announces
+ * {@code reset} (one process serves every walk of a verify) and {@code pipeline} (it reads and answers steps in
+ * order, however many are sent ahead).
  */
 public final class Main {
+    /** The brokerspec protocol version this port implements (docs/ports.md, "Protocol versions"). */
+    private static final long PROTOCOL = 2;
+
     private Main() {}
 
     /** One mechanism scope: performs a step and projects its state onto the model's variables. */
@@ -60,6 +66,8 @@ public final class Main {
         PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
         String bug = System.getProperty("bug");
         Scope scope = null;
+        Object mechanism = null;
+        Map<String, Object> hello = null;
         String line;
         while ((line = in.readLine()) != null) {
             @SuppressWarnings("unchecked")
@@ -68,9 +76,20 @@ public final class Main {
             Object seq = message.get("seq");
             try {
                 if ("hello".equals(message.get("type"))) {
+                    if (!Long.valueOf(PROTOCOL).equals(message.get("protocol"))) { // never guess at another version
+                        throw new IllegalArgumentException("this port speaks protocol " + PROTOCOL + " only, not "
+                                + message.get("protocol"));
+                    }
                     @SuppressWarnings("unchecked")
                     Map<String, Object> config = (Map<String, Object>) message.get("config");
-                    scope = start(message.get("mechanism"), config, bug);
+                    mechanism = message.get("mechanism");
+                    hello = config;
+                    scope = start(mechanism, config, bug);
+                    reply.put("type", "ready");
+                    reply.put("vars", scope.vars());
+                    reply.put("capabilities", List.of("reset", "pipeline"));
+                } else if ("reset".equals(message.get("type"))) { // the configuration's initial state, anew
+                    scope = start(mechanism, hello, bug);
                     reply.put("type", "ready");
                     reply.put("vars", scope.vars());
                 } else {
