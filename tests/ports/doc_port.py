@@ -11,6 +11,9 @@ import json
 import sys
 from typing import Any
 
+PROTOCOL = 2
+"""The protocol version of docs/ports.md this port implements."""
+
 
 class Cache:
     """The producer-id cache of one hello: entries per principal, the clock and the cleanup schedule."""
@@ -95,14 +98,23 @@ def send(message: dict[str, Any]) -> None:
 
 def main() -> None:
     cache: Cache | None = None
+    hello: dict[str, Any] = {}
     for line in sys.stdin:
         message = json.loads(line)
         if message["type"] == "hello":
+            if message["protocol"] != PROTOCOL:  # never guess at a version this port does not know
+                send({"type": "error", "message": f"this port speaks protocol {PROTOCOL} only"})
+                return
             try:
                 cache = Cache(message["config"], message["variant"])
             except ValueError as exc:
                 send({"type": "error", "message": str(exc)})
                 return
+            hello = message
+            send({"type": "ready", "vars": cache.vars(), "capabilities": ["reset", "pipeline"]})
+            continue
+        if message["type"] == "reset":
+            cache = Cache(hello["config"], hello["variant"])
             send({"type": "ready", "vars": cache.vars()})
             continue
         assert cache is not None

@@ -16,8 +16,9 @@ import pytest
 from models.core import Model
 from properties import registry
 from properties.cli import PASS, USAGE, main
+from properties.engines.lockstep import as_json, same_json
 from properties.engines.mechanism import Mechanism, Vocabulary
-from properties.engines.port import PortProcess
+from properties.engines.port import PROTOCOL_VERSION, PortProcess
 from properties.engines.protocol import Sample, complete_config, document, missing
 from tests.ports.transcripts import SCRIPTS, transcript
 
@@ -134,3 +135,73 @@ def test_a_port_written_from_the_docs_passes_verify(tmp_path: Path, capsys: pyte
         code = main(["verify", "--mechanism", "pidquota", "--config", config, "--budget", "4",
                      "--out", str(tmp_path), "--port", sys.executable, str(DOC_PORT)])
         assert code == PASS, capsys.readouterr().out
+
+
+def _sessions(text: str) -> list[list[tuple[int, str, dict[str, Any]]]]:
+    """Every fenced block of `>`/`<` lines in the docs, as (line number, direction, message) lists."""
+    sessions: list[list[tuple[int, str, dict[str, Any]]]] = []
+    fenced = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("```"):
+            fenced = not fenced
+            if fenced:
+                sessions.append([])
+            continue
+        if fenced and line[:2] in ("> ", "< "):
+            sessions[-1].append((number, line[0], json.loads(line[2:])))
+    return [s for s in sessions if s]
+
+
+def _replay_session(session: list[tuple[int, str, dict[str, Any]]]) -> int:
+    """Play the harness's lines on the live model and check that every port line is what a correct port
+    answers; the number of lines checked. Fails naming the docs' line."""
+    model: Any = None
+    state: Any = None
+    seq = 0
+    predicted: dict[str, Any] = {}
+    for number, direction, message in session:
+        where = f"docs/ports.md line {number}"
+        kind = message["type"]
+        if direction == ">":
+            if kind == "hello":
+                assert message["protocol"] == PROTOCOL_VERSION, where
+                mechanism = registry.get(message["mechanism"])
+                config = {k: tuple(v) if isinstance(v, list) else v for k, v in message["config"].items()}
+                model = mechanism.make_model(config, message["variant"])
+                assert message["config"] == as_json(complete_config(mechanism, model)), f"{where}: incomplete config"
+                state, seq, predicted = model.initial(), 0, {"type": "ready"}
+            elif kind == "reset":
+                state, seq, predicted = model.initial(), 0, {"type": "ready"}
+            else:
+                seq += 1
+                assert (kind, message["seq"]) == ("step", seq), where
+                offered = [a for a in model.enabled(state) if a.name == message["action"]
+                           and same_json(as_json(a.as_dict()), message["params"])]
+                assert offered, f"{where}: the model does not offer this step here"
+                state, observation = model.step(state, offered[0])
+                predicted = {"type": "reply", "seq": seq, "observation": as_json(observation)}
+            continue
+        assert kind == predicted["type"], where
+        assert same_json(message["vars"], as_json(model.vars(state))), f"{where}: not the model's vars"
+        if kind == "ready":
+            assert set(message) <= {"type", "vars", "capabilities"}, where
+        else:
+            assert message["seq"] == predicted["seq"], where
+            assert same_json(message["observation"], predicted["observation"]), f"{where}: not the model's observation"
+    return len(session)
+
+
+def test_every_example_message_in_the_docs_is_what_the_live_model_says() -> None:
+    sessions = _sessions(DOCS.read_text(encoding="utf-8"))
+    assert len(sessions) >= len(SCRIPTS) + 1  # the transcripts and the reset session at least
+    assert sum(_replay_session(s) for s in sessions) >= 60
+    assert any(m["type"] == "reset" for s in sessions for _, _, m in s)
+
+
+def test_a_wrong_example_message_is_caught() -> None:
+    """The checker can fail: one observation changed in the reset example."""
+    session = next(s for s in _sessions(DOCS.read_text(encoding="utf-8"))
+                   if any(m["type"] == "reset" for _, _, m in s))
+    broken = [(n, d, {**m, "observation": {"unblocked": [1]}} if m["type"] == "reply" else m) for n, d, m in session]
+    with pytest.raises(AssertionError, match="not the model's observation"):
+        _replay_session(broken)

@@ -13,6 +13,7 @@ from typing import Any
 from models.core import Action, Param
 from properties import registry
 from properties.engines.lockstep import as_json
+from properties.engines.port import PROTOCOL_VERSION
 from properties.engines.protocol import complete_config
 
 SCRIPTS: dict[tuple[str, str], Sequence[tuple[str, Mapping[str, Param]]]] = {
@@ -45,7 +46,7 @@ def transcript(mechanism: str, config: str) -> str:
     model = found.make_model(found.hypothesis_configs[config], found.current)
     state = model.initial()
     lines = [
-        "> " + _line({"type": "hello", "protocol": 1, "mechanism": mechanism, "variant": model.variant,
+        "> " + _line({"type": "hello", "protocol": PROTOCOL_VERSION, "mechanism": mechanism, "variant": model.variant,
                       "config": complete_config(found, model)}),
         "< " + _line({"type": "ready", "vars": model.vars(state)}),
     ]
