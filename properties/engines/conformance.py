@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.core import Action, ActionNotEnabled, Model
+from properties.engines import interrupts
 from properties.engines.explorer import Exploration, explore
 from properties.engines.lockstep import DIVERGENCE, Implementation, Lockstep
 
@@ -324,19 +325,23 @@ def _replay(
         finally:
             results.put(None)  # the parent counts one per worker, whatever happened
 
-    processes = [context.Process(target=work, args=(first,), daemon=True) for first in range(workers)]
-    for process in processes:
-        process.start()
+    processes = [context.Process(target=interrupts.ignoring_interrupts(work), args=(first,), daemon=True)
+                 for first in range(workers)]
     failures: list[tuple[int, Deviation]] = []
-    finished = 0
-    while finished < workers:
-        item = results.get()
-        if item is None:
-            finished += 1
-        else:
-            failures.append(item)
-    for process in processes:
-        process.join()
+    try:
+        for process in processes:
+            interrupts.start(process)
+        finished = 0
+        while finished < workers:
+            item = results.get()
+            if item is None:
+                finished += 1
+            else:
+                failures.append(item)
+        for process in processes:
+            process.join()
+    finally:  # Ctrl-C (or an error) before they are done: the workers, which ignore it, are stopped
+        interrupts.stop([p for p in processes if p.pid is not None])
     return min(failures, key=lambda failure: failure[0]) if failures else None
 
 

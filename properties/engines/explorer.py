@@ -39,6 +39,7 @@ from typing import Any, Generic, NamedTuple, TypeVar, cast
 import networkx as nx
 
 from models.core import Action, Model
+from properties.engines import interrupts
 
 S = TypeVar("S")
 
@@ -573,8 +574,9 @@ class _Pool(Generic[S]):
             result_reader, result_writer = context.Pipe(duplex=False)
             _widen(command_writer)
             _widen(result_writer)
-            process = context.Process(target=self._serve, args=(worker, command_reader, result_writer), daemon=True)
-            process.start()
+            process = context.Process(target=interrupts.ignoring_interrupts(self._serve),
+                                      args=(worker, command_reader, result_writer), daemon=True)
+            interrupts.start(process)
             command_reader.close()
             result_writer.close()
             self.commands.append(command_writer)
