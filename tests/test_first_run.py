@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from properties.cli import PASS, USAGE, VIOLATED, main
-from properties.cli.common import TABLE_CELL, _table
+from properties.cli.common import PIPE_WIDTH, _table
 from properties.cli.main import _parser
 from properties.cli.promote import CORPUS
 from traces.format import load
@@ -48,15 +48,33 @@ def test_a_bad_number_or_name_is_one_line_and_exit_3(argv: list[str], capsys: py
     assert err.startswith("error: ") and "\n" not in err
 
 
-def test_a_long_detail_is_cut_in_the_table_only() -> None:
-    table = _table([["keyshared", "x" * 3000]], ["mechanism", "detail"])
-    assert max(len(line) for line in table.splitlines()) < TABLE_CELL + 20
-    assert table.splitlines()[-1].rstrip().endswith("…")
+def test_a_long_detail_gets_lines_of_its_own_within_the_width_and_a_path_is_never_cut() -> None:
+    path = "/tmp/" + "d" * 90 + "/keyshared/pip282-explorer-gap-KS-I1.json"
+    detail = "invariant KS-I1 in 9 steps " * 8 + f"(a key held by two consumers): {path}; " + "x" * 400
+    table = _table([["keyshared", "explorer[gap]", detail, "1.0s"], ["pidquota", "z3", "proved", "0.0s"]],
+                   ["mechanism", "engine", "detail", "time"], long=2, width=PIPE_WIDTH)
+    lines = table.splitlines()
+    assert max(len(line) for line in lines) <= PIPE_WIDTH
+    assert lines[2].split() == ["keyshared", "explorer[gap]", "1.0s"]  # the row, then its detail below it
+    assert any(line.strip() == path + ";" for line in lines)
+    assert "".join(line.strip() for line in lines[3:-1]).replace(" ", "") == detail.replace(" ", "")
+    assert lines[-1].split() == ["pidquota", "z3", "0.0s", "proved"]  # a short detail stays on its row
 
 
-def test_every_option_of_these_commands_says_what_it_does() -> None:
-    subcommands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
-    for command in ("check", "explore", "shrink", "promote", "prove", "mutants", "replay"):
-        parser = subcommands.choices[command]
+def _subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Every subcommand, `pipeline check` and `pipeline explore` included."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found[prefix + name] = sub
+                found.update(_subcommands(sub, f"{prefix}{name} "))
+    return found
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    commands = _subcommands(_parser())
+    assert {"check", "verify", "simulate", "pipeline check", "pipeline explore"} <= set(commands)
+    for command, parser in commands.items():
         silent = [a.dest for a in parser._actions if not a.help and a.option_strings]
         assert not silent, (command, silent)

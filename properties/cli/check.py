@@ -20,7 +20,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import settings as Settings
 
 from models.core import Action, Model, Param
-from properties.cli.common import PASS, VIOLATED, UsageError, _mechanisms, _model, _progress, _table
+from properties.cli.common import PASS, VIOLATED, UsageError, _mechanisms, _model, _progress, _table, _width, _wrapped
 from properties.cli.report import render
 from properties.engines import profiles
 from properties.engines.conformance import Conformance, conform
@@ -378,11 +378,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"rows": report.as_json(), "code": report.worst}, indent=1))
         return report.worst
-    print(_table(report.rows, ["mechanism", "engine", "variant/invariant", "verdict", "detail", "time"]))
+    width = _width()
+    print(_table(report.rows, ["mechanism", "engine", "variant/invariant", "verdict", "detail", "time"], long=4,
+                 width=width))
     for engine, by_mechanism in report.coverage.items():
         print(f"\ncoverage ({engine}, current variant):")
         for name, coverage in by_mechanism.items():
-            print(f"  {name}: {coverage.summary()}")
+            print("\n".join(_wrapped(f"{name}: {coverage.summary()}", width, "    ", first="  ")))
     print(f"\nbrokerspec check: {'PASS' if report.worst == PASS else 'FAIL'}")
     return report.worst
 
@@ -444,7 +446,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
             rows.append([mechanism.name, result.system, result.invariant, role, result.summary(),
                          f"{result.elapsed_s:.2f}s"])
             worst = max(worst, PASS if ok else VIOLATED)
-    print(_table(rows, ["mechanism", "system", "invariant", "role", "result", "time"]))
+    print(_table(rows, ["mechanism", "system", "invariant", "role", "result", "time"], long=4))
     return worst
 
 

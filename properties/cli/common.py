@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,20 +42,74 @@ def _progress(message: str) -> None:
 
 
 
-TABLE_CELL = 160
+PIPE_WIDTH = 160
 
 
 
-"""The widest cell of a printed table; the full text is in `--json` and in the trace."""
+"""The width tables fit when stdout is not a terminal (a log file, a CI page); the full text is in `--json`."""
 
 
 
-def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
-    rows = [[c if len(str(c)) <= TABLE_CELL else str(c)[: TABLE_CELL - 1] + "…" for c in r] for r in rows]
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines.extend("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+def _width() -> int:
+    """The terminal's width when stdout is one, else `PIPE_WIDTH`."""
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size((PIPE_WIDTH, 24)).columns
+    return PIPE_WIDTH
+
+
+
+def _is_path(word: str) -> bool:
+    """A word that names a file (a trace, a report): it is never cut, so it can be copied whole."""
+    return "/" in word
+
+
+
+def _wrapped(text: str, width: int, indent: str, first: str | None = None) -> list[str]:
+    """`text` in lines of at most `width` (indent included; `first` is the first line's, default `indent`), cut
+    between words; a word too long for a line is cut too, unless it is a path, which gets a line of its own
+    however long."""
+    first = indent if first is None else first
+    room = max(width - len(indent), 20)
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > room:
+            lines.append(line)
+            line = ""
+        while len(word) > room and not _is_path(word):
+            lines.append(word[:room])
+            word = word[room:]
+        line = f"{line} {word}" if line else word
+    if line:
+        lines.append(line)
+    return [(first if n == 0 else indent) + line for n, line in enumerate(lines)]
+
+
+
+def _table(rows: Sequence[Sequence[str]], header: Sequence[str], long: int | None = None,
+           width: int | None = None) -> str:
+    """The rows as aligned columns within `width` (default `_width()`), the `long` column (default the
+    last) printed last: on the row's line where it fits, else wrapped on lines of its own below it."""
+    width = width or _width()
+    long = len(header) - 1 if long is None else long
+    order = [i for i in range(len(header)) if i != long]
+    widths = {i: max(len(str(r[i])) for r in [header, *rows]) for i in order}
+    room = width - sum(widths.values()) - 2 * len(order)
+
+    def prefix(cells: Sequence[str]) -> str:
+        return "  ".join(str(cells[i]).ljust(widths[i]) for i in order)
+
+    fitting = [len(str(r[long])) for r in rows if len(str(r[long])) <= room]
+    dashes = ["-" * widths.get(i, 0) for i in range(len(header))]
+    lines = [f"{prefix(header)}  {header[long]}".rstrip(),
+             f"{prefix(dashes)}  {'-' * max([len(header[long]), *fitting])}"]
+    for row in rows:
+        cell = str(row[long])
+        if len(cell) <= room:
+            lines.append(f"{prefix(row)}  {cell}".rstrip())
+        else:
+            lines.append(prefix(row).rstrip())
+            lines.extend(_wrapped(cell, width, "    "))
     return "\n".join(lines)
 
 

@@ -396,8 +396,8 @@ def _parser() -> argparse.ArgumentParser:
     add_verify_parser(sub)
 
     protocol_p = sub.add_parser("protocol", help="print a mechanism's port vocabulary, generated from its model")
-    protocol_p.add_argument("--mechanism", required=True)
-    protocol_p.add_argument("--variant")
+    protocol_p.add_argument("--mechanism", required=True, help=f"one of: {names}")
+    protocol_p.add_argument("--variant", help="the variant whose vocabulary to print (default: the current one)")
     protocol_p.add_argument("--config", help="only this configuration (default: every explorer and Hypothesis one)")
     protocol_p.add_argument("--json", action="store_true", help="the vocabulary as one JSON document, for tools")
     protocol_p.set_defaults(run=cmd_protocol)
@@ -416,19 +416,20 @@ def _parser() -> argparse.ArgumentParser:
     mutants_p.set_defaults(run=cmd_mutants)
 
     simulate_p = sub.add_parser("simulate", help="write a large event log by random walks over a model")
-    simulate_p.add_argument("--mechanism", required=True)
+    simulate_p.add_argument("--mechanism", required=True, help="the mechanism whose log to write")
     simulate_p.add_argument("--events", type=int, required=True, help="valid events to write")
     simulate_p.add_argument("--fault", help="a known-bad variant injected into three partitions")
     simulate_p.add_argument("--partitions", type=int, default=1000, help="independent partitions (default 1000)")
     simulate_p.add_argument("--corrupt", type=float, default=0.0, help="fraction of malformed lines to add")
-    simulate_p.add_argument("--seed", type=int, default=0)
+    simulate_p.add_argument("--seed", type=int, default=0,
+                            help="seed of the random walks (default 0; the same seed, the same log)")
     simulate_p.add_argument("--out", required=True, help="a .jsonl (JSON lines) or .parquet path")
     simulate_p.set_defaults(run=cmd_simulate)
 
     pipeline_p = sub.add_parser("pipeline", help="check event logs with Spark")
     pipeline_sub = pipeline_p.add_subparsers(dest="pipeline_command", required=True, parser_class=_Parser)
     pcheck = pipeline_sub.add_parser("check", help="quarantine, SQL window checks and model replay of a log")
-    pcheck.add_argument("--mechanism", required=True)
+    pcheck.add_argument("--mechanism", required=True, help="the mechanism that wrote the log")
     pcheck.add_argument("--input", required=True, help="a JSON-lines or Parquet log")
     pcheck.add_argument("--out", required=True, help="directory for violations, traces and summary.json")
     pcheck.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
@@ -440,7 +441,7 @@ def _parser() -> argparse.ArgumentParser:
     pcheck.set_defaults(run=cmd_pipeline_check)
 
     pexplore = pipeline_sub.add_parser("explore", help="swarm random walks over many seeds in Spark tasks")
-    pexplore.add_argument("--mechanism", required=True)
+    pexplore.add_argument("--mechanism", required=True, help=f"one of: {names}")
     pexplore.add_argument("--variant", help="walk this variant (default: the current one)")
     pexplore.add_argument("--seeds", type=int, required=True, help="number of seeds (one walk each)")
     pexplore.add_argument("--seed", type=int, default=0, help="first seed")

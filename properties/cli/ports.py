@@ -162,7 +162,7 @@ def shrink_on_port(args: argparse.Namespace, trace: Trace, target: str, out: Pat
 def add_verify_parser(sub: Any) -> None:
     """The `verify` subcommand's arguments."""
     verify_p = sub.add_parser("verify", help="check a port (JSON lines on stdin/stdout) against the model")
-    verify_p.add_argument("--mechanism", required=True)
+    verify_p.add_argument("--mechanism", required=True, help="the mechanism the port implements")
     verify_p.add_argument("--variant", help="the variant the port implements (default: the current one)")
     verify_p.add_argument("--config", help="configuration name (default: the first Hypothesis configuration)")
     verify_p.add_argument("--budget", type=float, default=20.0,
@@ -170,7 +170,8 @@ def add_verify_parser(sub: Any) -> None:
     verify_p.add_argument("--tour-only", action="store_true",
                           help=f"only the tour: every transition of each explorer configuration of the scope (up to "
                                f"{TOUR_MAX_STEPS} steps each), no random walks or Hypothesis runs (for CI)")
-    verify_p.add_argument("--seed", type=int, default=0)
+    verify_p.add_argument("--seed", type=int, default=0,
+                          help="seed of the random walks and Hypothesis runs (default 0; the same seed, the same runs)")
     verify_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
     verify_p.add_argument("--out", default="brokerspec-out", help="where the counterexample trace is written")
     verify_p.add_argument("--port", nargs=argparse.REMAINDER, required=True,

@@ -112,3 +112,22 @@ def test_shrink_refuses_an_output_folder_that_does_not_exist(
     assert main(["shrink", str(DELAYED_TRACE), "-o", str(out)]) == USAGE
     assert capsys.readouterr().err == f"error: {out}: cannot write: the folder {out.parent} does not exist\n"
     assert not (tmp_path / "no").exists()
+
+
+def test_check_lines_fit_160_columns_with_paths_whole_and_json_unchanged(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / ("a-long-folder-name-" * 6)  # a trace path of ~170 characters: longer than a row's room
+    argv = ["check", "--mechanism", "tiny", "--batches", "1", "--profile", "dev", "--out", str(out)]
+    assert main(argv) == PASS
+    lines = capsys.readouterr().out.splitlines()  # not a terminal: 160 columns
+    traces = sorted(str(p) for p in out.rglob("*.json"))
+    assert traces
+    for line in lines:
+        assert len(line) <= 160 or line.strip().rstrip(";:,") in traces, line
+    printed = {word.rstrip(";:,") for line in lines for word in line.split()}
+    assert set(traces) <= printed  # every trace path printed whole, on one line
+    assert main([*argv, "--json"]) == PASS
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    keys = ["mechanism", "engine", "subject", "verdict", "detail", "time"]
+    assert [list(row)[:6] for row in rows] == [keys] * len(rows)
+    assert {t for t in traces if any(t in row["detail"] for row in rows)} == set(traces)
