@@ -38,7 +38,9 @@ def test_shrink_never_overwrites_its_input(tmp_path: Path) -> None:
 
 
 BAD = [["check", "--budget", "-1"], ["check", "--batches", "0"], ["prove", "--depth", "x"], ["check", "--workers", "0"],
-       ["explore", "--mechanism", "keyshared", "--config", "x"]]
+       ["explore", "--mechanism", "keyshared", "--config", "x"],
+       ["explore", "--mechanism", "keyshared", "--config", ""],
+       ["check", "--mechanism", "pidquota", "--variant", " "], ["replay", str(LIVENESS), "--variant", ""]]
 
 
 @pytest.mark.parametrize("argv", BAD)
@@ -78,3 +80,10 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
     for command, parser in commands.items():
         silent = [a.dest for a in parser._actions if not a.help and a.option_strings]
         assert not silent, (command, silent)
+
+
+def test_pipeline_alone_names_its_subcommands_and_what_they_do(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pipeline"]) == USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("error: pipeline: name a subcommand: check (") and "; explore (" in err
+    assert len(err.splitlines()) == 1

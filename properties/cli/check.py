@@ -454,7 +454,8 @@ def cmd_prove(args: argparse.Namespace) -> int:
 def cmd_explore(args: argparse.Namespace) -> int:
     mechanism = _mechanisms([args.mechanism])[0]
     variant = args.variant or mechanism.current
-    args.config = args.config or next(iter(mechanism.explore_configs))
+    if args.config is None:  # an empty name is a name, and refused below like any unknown one
+        args.config = next(iter(mechanism.explore_configs))
     if args.config not in mechanism.explore_configs:
         raise UsageError(f"unknown config {args.config!r} (known: {', '.join(mechanism.explore_configs)})")
     result = run_explorer(mechanism, variant, args.config, args.max_states, symmetry=args.symmetry,

@@ -143,6 +143,15 @@ def _load(path: str) -> Trace:
 
 
 
+def _name(text: str) -> str:
+    """An argparse type: a variant's or configuration's name, never empty (an empty one would silently mean
+    the default)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty name")
+    return text
+
+
+
 def _at_least(least: float, kind: Callable[[str], Any] = int) -> Callable[[str], Any]:
     """An argparse type: a number of `kind` no smaller than `least` (a negative budget is a usage error)."""
 

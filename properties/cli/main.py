@@ -30,6 +30,7 @@ from properties.cli.common import (
     _load,
     _mechanisms,
     _model,
+    _name,
     _Parser,
     _progress,
     _table,
@@ -313,7 +314,7 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="every engine on every mechanism, with a summary table")
     common(check)
-    check.add_argument("--variant", help="only this variant (default: current and its known-bad twins)")
+    check.add_argument("--variant", type=_name, help="only this variant (default: current and its known-bad twins)")
     check.add_argument("--batches", type=_at_least(1), default=3,
                        help="Hypothesis batches per configuration, seeds SEED, SEED+1, ... (default 3; deterministic)")
     check.add_argument("--budget", type=_at_least(0.0, float), default=None,
@@ -343,8 +344,8 @@ def _parser() -> argparse.ArgumentParser:
 
     explore_p = sub.add_parser("explore", help="breadth-first exploration of one configuration")
     explore_p.add_argument("--mechanism", required=True, help=f"one of: {names}")
-    explore_p.add_argument("--variant", help="the variant to explore (default: the current one)")
-    explore_p.add_argument("--config", help="an explore configuration (default: the mechanism's first)")
+    explore_p.add_argument("--variant", type=_name, help="the variant to explore (default: the current one)")
+    explore_p.add_argument("--config", type=_name, help="an explore configuration (default: the mechanism's first)")
     explore_p.add_argument("--max-states", type=_at_least(1), default=None,
                            help="stop after this many distinct states (default: no bound)")
     explore_p.add_argument("--out", default="brokerspec-out",
@@ -361,7 +362,7 @@ def _parser() -> argparse.ArgumentParser:
     replay_p.add_argument("trace")
     replay_p.add_argument("--against", choices=("model", "reference"), default="model",
                           help="replay on the model (default) or on the reference implementation beside it")
-    replay_p.add_argument("--variant", help="replay the same actions on another variant")
+    replay_p.add_argument("--variant", type=_name, help="replay the same actions on another variant")
     replay_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
     replay_p.add_argument("--port", nargs=argparse.REMAINDER,
                           help="replay against this port instead (its argv; must come last)")
@@ -397,8 +398,10 @@ def _parser() -> argparse.ArgumentParser:
 
     protocol_p = sub.add_parser("protocol", help="print a mechanism's port vocabulary, generated from its model")
     protocol_p.add_argument("--mechanism", required=True, help=f"one of: {names}")
-    protocol_p.add_argument("--variant", help="the variant whose vocabulary to print (default: the current one)")
-    protocol_p.add_argument("--config", help="only this configuration (default: every explorer and Hypothesis one)")
+    protocol_p.add_argument("--variant", type=_name,
+                            help="the variant whose vocabulary to print (default: the current one)")
+    protocol_p.add_argument("--config", type=_name,
+                            help="only this configuration (default: every explorer and Hypothesis one)")
     protocol_p.add_argument("--json", action="store_true", help="the vocabulary as one JSON document, for tools")
     protocol_p.set_defaults(run=cmd_protocol)
 
@@ -427,7 +430,14 @@ def _parser() -> argparse.ArgumentParser:
     simulate_p.set_defaults(run=cmd_simulate)
 
     pipeline_p = sub.add_parser("pipeline", help="check event logs with Spark")
-    pipeline_sub = pipeline_p.add_subparsers(dest="pipeline_command", required=True, parser_class=_Parser)
+    pipeline_sub = pipeline_p.add_subparsers(dest="pipeline_command", metavar="{check,explore}", parser_class=_Parser)
+
+    def pipeline_usage(args: argparse.Namespace) -> int:
+        """`brokerspec pipeline` alone: which subcommands there are and what each does, in one line."""
+        choices = "; ".join(f"{a.dest} ({a.help})" for a in pipeline_sub._choices_actions)
+        raise UsageError(f"pipeline: name a subcommand: {choices}; see brokerspec pipeline SUBCOMMAND --help")
+
+    pipeline_p.set_defaults(run=pipeline_usage)
     pcheck = pipeline_sub.add_parser("check", help="quarantine, SQL window checks and model replay of a log")
     pcheck.add_argument("--mechanism", required=True, help="the mechanism that wrote the log")
     pcheck.add_argument("--input", required=True, help="a JSON-lines or Parquet log")
@@ -442,7 +452,7 @@ def _parser() -> argparse.ArgumentParser:
 
     pexplore = pipeline_sub.add_parser("explore", help="swarm random walks over many seeds in Spark tasks")
     pexplore.add_argument("--mechanism", required=True, help=f"one of: {names}")
-    pexplore.add_argument("--variant", help="walk this variant (default: the current one)")
+    pexplore.add_argument("--variant", type=_name, help="walk this variant (default: the current one)")
     pexplore.add_argument("--seeds", type=int, required=True, help="number of seeds (one walk each)")
     pexplore.add_argument("--seed", type=int, default=0, help="first seed")
     pexplore.add_argument("--steps", type=int, default=60, help="steps per walk")
