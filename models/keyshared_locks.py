@@ -1,45 +1,43 @@
-"""Key_Shared's DrainingHashesTracker at lock granularity: two threads interleaving upstream's steps (issue 20, item 1).
+"""Key_Shared's DrainingHashesTracker at upstream's lock granularity: two threads, every interleaving.
 
-`models/keyshared_tracker.py` makes each tracker method atomic. Upstream does not: a method is a few
-steps separated by the tracker's read/write lock and by atomics on the entry, and the steps of two
-threads interleave. This model splits each method as the issue describes upstream's order:
+`models/keyshared_tracker.py` makes each tracker method atomic. Upstream does not: a method is a few steps
+separated by the tracker's read/write lock, the PendingAcksMap locks and the entry's atomics, and the
+steps of the dispatcher thread and of a connection thread interleave. This model follows upstream's source
+(apache/pulsar 0063cdd8 `DrainingHashesTracker.java`, 01df066a `PendingAcksMap.java`, 2b258c8c
+`PersistentStickyKeyDispatcherMultipleConsumers.java`; `reference_impl/keyshared/lock_level.py` cites the
+lines) and splits it where the deterministic scheduler of `reference_impl.concurrent` does: before every
+lock acquisition and every atomic access (a release is no point: see `reference_impl/concurrent/executors.py`).
 
-- ``reduceRefCount(c, h, closing)``: read the entry (read lock) / decrement its ref count (an atomic,
-  outside the write lock) / if it reached 0, take the write lock and ``drainingHashes.remove(h)`` (by
-  key, not ``remove(h, entry)``) and read ``removed.isBlocking()`` / unlock / notify the unblocking
-  handler / update the consumer's stats;
-- ``addEntry(c, h)``: write lock, get or create the entry / unlock / stats / increment its ref count
-  (after unlocking);
-- ``shouldBlockStickyKeyHash(c, h)``: read the entry / if ``c`` drains it, remove it lazily under its
-  own write lock and update stats; otherwise increment its blocked count (an atomic).
+Each thread runs a script of operations, each compiled (`program`) into instructions. An instruction with a
+label is a scheduling point: a step runs the thread's next labelled instruction and then every unlabelled
+one after it, up to its next label (across operations), so the label a thread shows between steps is the
+Java operation it is about to perform (``"reduceRefCount: tracker.writeLock.lock"``), exactly the label the
+reference's thread shows. Consumer 1 starts with `pending` pending acks of one hash (`HASH`) and owns it.
 
-The callers' locks are modelled too, as upstream's callers hold them: a consumer's PendingAcksMap
-calls the remove handler inside its own lock, and ``registerDrainingHashes`` walks the map with
-``forEach`` under that lock, so every ``addEntry`` and ``reduceRefCount`` for consumer 1's hash holds
-`map[1]`. The dispatcher thread runs a script (`dispatcher`): ``move`` switches the hash's owner and
-then runs the REMOVE (``addEntry`` per pending ack) or ADD (``reduceRefCount`` per pending ack of an
-entry consumer 1 drains) part of ``registerDrainingHashes``; ``block`` is the dispatch's
-``shouldBlockStickyKeyHash`` for the hash's current owner, which holds no map lock. The ack thread
-acks consumer 1's pending acks of the hash one by one (``PendingAcksMap.remove``).
+- The **dispatcher** thread (under the dispatcher's monitor, never contended here) runs ``join 2``
+  (consumer 2 joins and takes the hash: the REMOVE part of ``registerDrainingHashes`` walks consumer 1's map
+  with ``forEach`` under its read lock, an ``addEntry`` per pending ack), ``leave 2`` (consumer 2 leaves and
+  the hash goes back: its map is closed by ``forEachAndClose``, a handler batch, then the ADD part walks
+  consumer 1's map: ``getEntry`` and, if consumer 1 drains the entry, ``reduceRefCount``), ``leave 1``
+  (consumer 1 leaves: its pending acks are released with ``closing`` true inside a batch, and the hash
+  goes to consumer 2) and ``block`` (the dispatch's ``shouldBlockStickyKeyHash`` for the hash's owner).
+- The **acker** thread (consumer 1's connection) runs ``ack N`` (``PendingAcksMap.remove``: the write lock,
+  then ``reduceRefCount`` inside it) and ``ack-up-to N`` (``removeAllUpTo``: the read lock to look, then the
+  write lock and a handler batch).
 
-`order` selects the code: ``current`` (upstream today), ``pre23854`` (the unblocking callback and the
-stats update run under the tracker's write lock, as before #23854), ``unserialized`` (the current
-order with callers that do not hold the map lock: what that lock protects), or ``locked-block`` (the
-fix the finding proposes: ``shouldBlockStickyKeyHash`` increments the blocked count under the write
-lock, and only if the map still holds the entry it read). The order is a configuration key, not a
-variant: the variant names the dispatcher, and the tracker is PIP-379's whichever it is (as at the
-tracker scope), so every variant runs the configured order.
+`order` selects the tracker's code: ``current``; ``locked-block`` (the fix the finding proposes:
+``shouldBlockStickyKeyHash`` counts the block under the write lock, only while the entry is still mapped);
+``pre23854`` (before apache/pulsar#23854: every tracker method ``synchronized``, the handler and the stats
+called inside the monitor); ``unserialized`` (the current tracker with callers that take no PendingAcksMap
+lock: the map lock is the atomicity switch the current order relies on, dropped).
 
-A ``getEntry`` takes the read lock, so it waits while the other thread holds the write lock. A
-configuration may leave invariants ``unchecked``: a Hypothesis run ends at its first failure, so a
-known finding (LK-6 on the current order) would end every run before the others are tested.
-
-Invariants (checked on flags a step raises, as they are facts about a step):
-LK-1 no ref count is ever negative; LK-2 an entry is never removed while its consumer still holds a
-pending ack of its hash it does not own, nor with a ref count above 0; LK-3 the entry removed is the one
-decremented; LK-4 no callback or stats update runs under the tracker lock (the #23854 rule); LK-5 no
-null dereference (``removed == null`` then ``removed.isBlocking()``); LK-6 a dispatch blocked by an
-entry is followed by an unblocking call when that entry goes (no lost wake-up).
+Invariants, raised as flags by the step that breaks them: LK-1 no ref count is ever negative; LK-2 no entry is
+removed by ``reduceRefCount`` while needed (its ref count above 0, or its consumer still holding a pending ack
+of a hash it no longer owns); LK-3 the entry ``reduceRefCount`` removes is the one it decremented; LK-4 no
+unblocking handler call and no stats update while the thread holds the tracker's lock (the #23854 rule);
+LK-5 no null dereference (``removed.isBlocking()`` on null); LK-6 no dispatch is blocked by an entry that
+is already removed by a removal that decided not to call the unblocking handler (a lost wake-up).
+A configuration may leave invariants ``unchecked`` (Hypothesis ends a run at its first failure).
 """
 
 from __future__ import annotations
@@ -49,85 +47,377 @@ from typing import NamedTuple
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
 
-ORDERS = ("current", "pre23854", "unserialized", "locked-block")
+ORDERS = ("current", "locked-block", "pre23854", "unserialized")
 VARIANTS = ("pip379", "classic", "pip282")
-ACTION_NAMES = ("dispatcher", "acker")
+THREADS = ("dispatcher", "acker")
+ACTION_NAMES = THREADS
+HASH = 1
+"""The one sticky hash of the scope (0 means "not set" upstream)."""
+DISPATCHER_OPS = ("join 2", "leave 2", "leave 1", "block")
 INVARIANTS = (
     ("LK-1", "no ref count is ever negative"),
-    ("LK-2", "no entry is removed while needed (its consumer holds an ack of a hash it does not own, "
-             "or its ref count is above 0)"),
-    ("LK-3", "the entry removed is the one decremented"),
-    ("LK-4", "no callback or stats update under the tracker lock (#23854)"),
+    ("LK-2", "no entry is removed by reduceRefCount while needed (its ref count above 0, or its consumer "
+             "holding a pending ack of a hash it no longer owns)"),
+    ("LK-3", "the entry reduceRefCount removes is the one it decremented"),
+    ("LK-4", "no unblocking call or stats update under the tracker lock (#23854)"),
     ("LK-5", "no null dereference of the removed entry"),
-    ("LK-6", "a dispatch blocked by an entry is followed by an unblocking call when it goes"),
+    ("LK-6", "no dispatch is blocked by an entry already removed without an unblocking call (lost wake-up)"),
 )
-DRAINER = 1  # consumer 1 holds the pending acks; the hash moves between it and consumer 2
+DONE = "done"
 
 DEFAULT_CONFIG: dict[str, Param] = {
     "scope": "locks",
     "order": "current",
-    "pending": 2,  # consumer 1's pending acks of the hash at the start (it owns the hash)
-    "dispatcher": ("move 2", "block", "move 1", "block"),
-    "acks": 2,  # how many of them the ack thread acks
+    "pending": 2,  # consumer 1's pending acks of the hash at the start: entries 0 .. pending-1
+    "dispatcher": ("join 2", "block", "leave 2", "block"),
+    "acker": ("ack 0", "ack 1"),
     "unchecked": (),  # invariants left out (see the module doc)
 }
 
-# Instructions (one atomic step each). R_*: reduceRefCount; A_*: addEntry; S_*: shouldBlockStickyKeyHash.
-LOCK_MAP, UNLOCK_MAP, ACK_REMOVE = "lock map", "unlock map", "ack: remove pending ack"
-R_GET, R_DEC, R_LOCK_REMOVE, R_UNLOCK, R_NOTIFY, R_STATS = (
-    "reduce: get entry", "reduce: decrement", "reduce: lock, remove(h), isBlocking", "reduce: unlock",
-    "reduce: notify", "reduce: stats")
-A_LOCK_GET, A_UNLOCK, A_STATS, A_INC = ("add: lock, get or create", "add: unlock", "add: stats", "add: increment")
-S_GET, S_DECIDE, S_LOCK_REMOVE, S_UNLOCK, S_STATS = (
-    "block: get entry", "block: owner check / blocked++", "block: lock, lazy remove", "block: unlock", "block: stats")
-S_LOCK_DECIDE = "block: lock, owner check / blocked++ if still mapped, unlock"
-SWITCH, FOR_INIT, FOR_NEXT, ADD_CHECK = "switch owner", "forEach: start", "forEach: next", "ADD: entry is mine?"
-DONE = "done"
-_TRACKER_LOCKING = frozenset((R_GET, S_GET, R_LOCK_REMOVE, A_LOCK_GET, S_LOCK_REMOVE, S_LOCK_DECIDE))
-"""Instructions that take the tracker's lock (the read lock for a get): they wait while the other thread writes."""
-
-
-def _reduce(order: str) -> tuple[str, ...]:
-    if order == "pre23854":  # callback and stats under the write lock
-        return R_GET, R_DEC, R_LOCK_REMOVE, R_NOTIFY, R_STATS, R_UNLOCK
-    return R_GET, R_DEC, R_LOCK_REMOVE, R_UNLOCK, R_NOTIFY, R_STATS
-
-
-def _add(order: str) -> tuple[str, ...]:
-    if order == "pre23854":
-        return A_LOCK_GET, A_STATS, A_UNLOCK, A_INC
-    return A_LOCK_GET, A_UNLOCK, A_STATS, A_INC
+# An entry's removal, as far as a blocked dispatch cares: not yet decided, decided to call the unblocking
+# handler (now or at the batch's end), decided not to (the entry was not blocking), or exempt (removed with
+# `closing` or lazily by its own drainer: nobody is owed a wake-up).
+UNDECIDED, UNBLOCKS, SILENT, EXEMPT = range(4)
 
 
 class Entry(NamedTuple):
     """A DrainingHashEntry; threads keep references to entries the map no longer holds."""
 
     consumer: int
+    incarnation: int  # which consumer object (a consumer that leaves and joins again is a new object)
     ref_count: int
     blocked: int
-    unblocks: bool  # its removal decided to call the unblocking handler
+    removal: int  # UNDECIDED, UNBLOCKS, SILENT or EXEMPT
+
+
+class Registers(NamedTuple):
+    """A thread's locals: the entry it read, the one it removed, its flags and its forEach's remaining acks."""
+
+    entry: int = -1
+    removed: int = -1
+    notify: bool = False
+    added: bool = False
+    closing: bool = False
+    raised: bool = False  # an exception is unwinding through a finally block
+    blocked: bool = False  # the dispatch's verdict
+    items: tuple[int, ...] = ()
 
 
 class Thread(NamedTuple):
     op: int  # index of the current operation in the thread's script
-    pc: int  # index of the next instruction of that operation
-    entry: int  # the entry the thread holds a reference to (an index into `entries`), -1 for null
-    left: int  # forEach iterations left
+    pc: int  # index of its next instruction
+    regs: Registers
 
 
 class LocksState(NamedTuple):
     owner: int
-    pending: int  # consumer 1's pending acks of the hash
+    incarnations: tuple[int, int]
+    pending: tuple[tuple[int, ...], tuple[int, ...]]  # each consumer's pending acks (entry ids) of the hash
+    closed: tuple[bool, bool]
     slot: int  # the entry the tracker's map holds for the hash, -1 if none
     entries: tuple[Entry, ...]
-    tracker_lock: int  # the thread holding the write lock, -1 if free
-    map_lock: int  # the thread holding consumer 1's PendingAcksMap lock, -1 if free
-    threads: tuple[Thread, Thread]  # the dispatcher thread, the ack thread
-    broken: tuple[str, ...]  # invariants a step broke
+    batch_level: int
+    unblocked_while_batching: bool
+    stats: tuple[tuple[int, ...] | None, tuple[int, ...] | None]  # each consumer's stats hashes, None if absent
+    tracker_lock: int  # the thread holding the tracker's write lock (the monitor before #23854), -1 if free
+    map_writer: tuple[int, int]
+    map_readers: tuple[tuple[int, ...], tuple[int, ...]]
+    unblocked: tuple[int, ...]  # the unblocking handler's calls, in order (the hash, or -1 after a batch)
+    replay: tuple[int, ...]  # entry ids the closed consumers' maps handed to redelivery
+    blocks: tuple[bool, ...]  # each finished dispatch's verdict: blocked or not
+    acked: tuple[int, ...]  # ghost: the entry ids the client has acked (an ack is sent before it is processed)
+    threads: tuple[Thread, Thread]
+    broken: tuple[str, ...]
+
+
+class Instruction(NamedTuple):
+    """One instruction: a labelled one is a scheduling point; `arg` is a consumer, a target or a value."""
+
+    label: str | None
+    code: str
+    arg: int = 0
+    target: int = -1  # where a conditional instruction jumps
+
+
+class _Assembler:
+    """Builds one operation's instructions from upstream's methods, in the order the source runs them."""
+
+    def __init__(self, order: str) -> None:
+        self.order = order
+        self.code: list[Instruction] = []
+        self.pre = order == "pre23854"
+        self.serialized = order != "unserialized"
+        self.catching: list[int] | None = None
+        """Inside a handler batch: the instructions that may throw, whose `finally` ends the batch."""
+
+    def emit(self, label: str | None, code: str, arg: int = 0) -> int:
+        self.code.append(Instruction(label, code, arg))
+        return len(self.code) - 1
+
+    def jump_to_here(self, *sources: int) -> None:
+        for i in sources:
+            self.code[i] = self.code[i]._replace(target=len(self.code))
+
+    def tracker_label(self, method: str, write: bool) -> str:
+        if self.pre:
+            return f"{method}: tracker.lock"
+        return f"{method}: tracker.{'writeLock' if write else 'readLock'}.lock"
+
+    def map_lock(self, method: str, consumer: int, write: bool) -> None:
+        if self.serialized:
+            self.emit(f"{method}: map[{consumer}].{'writeLock' if write else 'readLock'}.lock",
+                      "map write" if write else "map read", consumer)
+
+    def map_unlock(self, consumer: int, write: bool) -> None:
+        if self.serialized:
+            self.emit(None, "map write off" if write else "map read off", consumer)
+
+    # -- DrainingHashesTracker ------------------------------------------------------------------------------
+    def reduce_ref_count(self, consumer: int) -> None:
+        """reduceRefCount(consumer, HASH, closing), `closing` in the register the caller set."""
+        m = "reduceRefCount"
+        if self.pre:
+            self.emit(self.tracker_label(m, True), "monitor", 0)
+            none = self.emit(None, "get or return")
+            zero = self.emit(None, "decrement or return")
+        else:
+            self.emit(self.tracker_label(m, False), "read entry")
+            none = self.emit(None, "return if none")
+            self.emit(f"{m}: entry.refCount.decrementAndGet", "decrement")
+            zero = self.emit(None, "return unless zero")
+            self.emit(self.tracker_label(m, True), "tracker write")
+        throws = self.emit(None, "remove by key", consumer)
+        if self.catching is not None:
+            self.catching.append(throws)
+        if self.pre:
+            self.emit(None, "read blocking")
+        else:
+            closing = self.emit(None, "skip if closing")
+            self.emit(f"{m}: entry.blockedCount.get", "read blocking")
+            self.jump_to_here(closing)
+            self.emit(None, "tracker write off")
+        self.stats(m, consumer, "clear")
+        self.notify(m, HASH)
+        if self.pre:
+            self.emit(None, "tracker write off")
+        self.jump_to_here(none, zero)
+        self.emit(None, "end call")
+
+    def add_entry(self, consumer: int) -> None:
+        m = "addEntry"
+        self.emit(self.tracker_label(m, True), "monitor" if self.pre else "tracker write")
+        self.emit(None, "get or create", consumer)
+        if self.pre:
+            self.stats(m, consumer, "add")
+            self.emit(None, "increment")
+            self.emit(None, "tracker write off")
+        else:
+            self.emit(None, "tracker write off")
+            self.emit(f"{m}: entry.refCount.incrementAndGet", "increment")
+            self.stats(m, consumer, "add")
+        self.emit(None, "end call")
+
+    def stats(self, method: str, consumer: int, kind: str) -> None:
+        """A stats update under the consumer's stats lock, if the stats are there (`add`: if the entry is new)."""
+        skip = self.emit(None, "skip unless added" if kind == "add" else "skip unless stats", consumer)
+        self.emit(f"{method}: stats[{consumer}].writeLock.lock", f"stats {kind}", consumer)
+        self.jump_to_here(skip)
+
+    def notify(self, method: str, value: int) -> None:
+        skip = self.emit(None, "skip unless notify")
+        self.emit(f"{method}: stickyKeyHashUnblocked", "notify", value)
+        self.jump_to_here(skip)
+
+    def should_block(self, owner: int) -> None:
+        """The dispatch's shouldBlockStickyKeyHash(owner, HASH); `owner` is known statically (see `_owners`)."""
+        m = "shouldBlockStickyKeyHash"
+        if self.pre:
+            self.emit(self.tracker_label(m, False), "monitor", 0)
+            none = self.emit(None, "get or return")
+        else:
+            self.emit(self.tracker_label(m, False), "read entry")
+            none = self.emit(None, "return if none")
+        other = self.emit(None, "skip unless owner drains")
+        if not self.pre:
+            self.emit(self.tracker_label(m, True), "tracker write")
+        self.emit(None, "remove if same")
+        if not self.pre:
+            self.emit(None, "tracker write off")
+        self.stats(m, owner, "clear")
+        done = self.emit(None, "jump")
+        self.jump_to_here(other)
+        if self.order == "locked-block":
+            self.emit(self.tracker_label(m, True), "tracker write")
+            gone = self.emit(None, "return unless still mapped")
+            self.emit(f"{m}: entry.blockedCount.incrementAndGet", "block")
+            self.emit(None, "tracker write off")
+            self.jump_to_here(gone)
+        else:
+            self.emit(None if self.pre else f"{m}: entry.blockedCount.incrementAndGet", "block")
+        self.jump_to_here(done)
+        if self.pre:
+            self.emit(None, "tracker write off")
+        self.jump_to_here(none)
+        self.emit(None, "end dispatch")
+
+    def start_batch(self) -> None:
+        self.emit(self.tracker_label("startBatch", True), "start batch")
+        self.catching = []
+
+    def end_batch(self) -> None:
+        """endBatch, in the `finally` of the batch: an exception thrown inside the batch comes here, then goes on."""
+        assert self.catching is not None
+        self.jump_to_here(*self.catching)
+        self.catching = None
+        self.emit(self.tracker_label("endBatch", True), "end batch")
+        if not self.pre:
+            self.emit(None, "tracker write off")
+        self.notify("endBatch", -1)
+        if self.pre:
+            self.emit(None, "tracker write off")
+        self.emit(None, "rethrow")
+
+    # -- PendingAcksMap and the dispatcher ------------------------------------------------------------------
+    def for_each(self, consumer: int, body: Callable[[], None]) -> None:
+        """forEach over the consumer's pending acks (one hash): `body` per ack, under the map's read lock."""
+        self.map_lock("forEach", consumer, write=False)
+        empty = self.emit(None, "for init", consumer)
+        start = len(self.code)
+        body()
+        self.code.append(Instruction(None, "for next", consumer, start))
+        self.jump_to_here(empty)
+        self.map_unlock(consumer, write=False)
+
+    def register_adding(self, consumer: int) -> None:
+        """registerDrainingHashes' ADD part for `consumer`, which gained the hash."""
+
+        def body() -> None:
+            self.emit(self.tracker_label("getEntry", False), "read entry")
+            skip = self.emit(None, "skip unless drainer", consumer)
+            self.emit(None, "closing", 0)
+            self.reduce_ref_count(consumer)
+            self.jump_to_here(skip)
+
+        self.for_each(consumer, body)
+
+    def remove_consumer(self, consumer: int, owns: bool) -> None:
+        """removeConsumer: the leaver's hash (if it `owns` it) goes to the other, the leaver's map is closed in a
+        batch (`closing` true), then the ADD part for the heir, and the leaver's stats are dropped."""
+        heir = 3 - consumer
+        if owns:
+            self.emit(None, "switch owner", heir)
+        self.map_lock("forEachAndClose", consumer, write=True)
+        self.emit(None, "close", consumer)
+        self.start_batch()
+        empty = self.emit(None, "for init", consumer)
+        start = len(self.code)
+        self.emit(None, "to replay", consumer)
+        self.emit(None, "closing", 1)
+        self.reduce_ref_count(consumer)
+        self.code.append(Instruction(None, "for next", consumer, start))
+        self.jump_to_here(empty)
+        self.end_batch()
+        self.emit(None, "clear", consumer)
+        self.map_unlock(consumer, write=True)
+        if owns:
+            self.register_adding(heir)
+        self.emit(None, "consumer removed", consumer)
+
+    def join(self) -> None:
+        """Consumer 2 joins (a new object) and takes the hash: registerDrainingHashes' REMOVE part for consumer 1."""
+        self.emit(None, "join", 2)
+        self.for_each(1, lambda: self.add_entry(1))
+
+    def ack(self, entry_id: int) -> None:
+        """PendingAcksMap.remove(l, e) on consumer 1's connection: the handler runs inside the write lock."""
+        self.emit(None, "client acks", entry_id)
+        self.map_lock("remove", 1, write=True)
+        absent = self.emit(None, "pop or skip", entry_id)
+        self.reduce_ref_count(1)
+        self.jump_to_here(absent)
+        self.map_unlock(1, write=True)
+
+    def ack_up_to(self, entry_id: int) -> None:
+        """removeAllUpTo: look under the read lock, then remove under the write lock in a handler batch."""
+        self.emit(None, "client acks up to", entry_id)
+        if self.serialized:
+            self.map_lock("removeAllUpTo", 1, write=False)
+            nothing = self.emit(None, "look", entry_id)
+            self.map_unlock(1, write=False)
+        self.map_lock("removeAllUpTo", 1, write=True)
+        empty = self.emit(None, "doomed", entry_id)
+        self.start_batch()
+        start = len(self.code)
+        gone = self.emit(None, "skip if gone")  # unserialized: a concurrent close may have taken it already
+        self.emit(None, "closing", 2)  # the map's closed flag
+        self.reduce_ref_count(1)
+        self.jump_to_here(gone)
+        self.code.append(Instruction(None, "drop next", 1, start))
+        self.end_batch()
+        self.jump_to_here(empty)
+        self.map_unlock(1, write=True)
+        if self.serialized:
+            self.jump_to_here(nothing)
+        self.emit(None, "end op")
+
+
+def compile_op(order: str, op: str, owner: int) -> tuple[Instruction, ...]:
+    """One script operation as instructions (see `_Assembler`); `owner` owns the hash when it starts."""
+    asm = _Assembler(order)
+    word, _, arg = op.partition(" ")
+    if op == "join 2":
+        asm.join()
+    elif op in ("leave 1", "leave 2"):
+        asm.remove_consumer(int(arg), owns=owner == int(arg))
+    elif op == "block":
+        asm.should_block(owner)
+    elif word == "ack":
+        asm.ack(int(arg))
+    elif word == "ack-up-to":
+        asm.ack_up_to(int(arg))
+    else:
+        raise ValueError(f"keyshared lock config: unknown operation {op!r}")
+    asm.emit(None, "end op")
+    return tuple(asm.code)
+
+
+def _owners(script: tuple[str, ...]) -> tuple[int, ...]:
+    """The hash's owner as each dispatcher operation starts. Only the dispatcher thread moves the hash, so this
+    is known before any interleaving; a script that joins a present consumer or loses one that is gone is refused.
+    Consumer 2 joins by taking the hash; consumer 2 leaving gives it back to consumer 1; consumer 1 can leave
+    (as the drainer) only while consumer 2 is there to own the hash, and is gone for good after."""
+    owner, present, owners = 1, {1: True, 2: False}, []
+    for op in script:
+        owners.append(owner)
+        if op == "join 2" and present[1] and not present[2]:
+            owner, present[2] = 2, True
+        elif op == "leave 2" and present[1] and present[2]:
+            owner, present[2] = 1, False
+        elif op == "leave 1" and present[1] and present[2]:
+            present[1] = False
+        elif op != "block":
+            here = sorted(c for c in present if present[c])
+            raise ValueError(f"keyshared lock config dispatcher: {op!r} with consumers {here} present (join 2 needs "
+                             "consumer 2 gone, leave 2 and leave 1 need both)")
+    return tuple(owners)
+
+
+def _script(config: Mapping[str, Param], name: str, pending: int) -> tuple[str, ...]:
+    script = config[name]
+    if not isinstance(script, tuple) or not all(isinstance(op, str) for op in script):
+        raise ValueError(f"keyshared lock config {name} must be a tuple of operations")
+    for op in script:
+        word, _, arg = op.partition(" ")
+        ok = op in DISPATCHER_OPS if name == "dispatcher" else (
+            word in ("ack", "ack-up-to") and arg.isdigit() and int(arg) < pending)
+        if not ok:
+            allowed = ", ".join(DISPATCHER_OPS) if name == "dispatcher" else f"'ack N', 'ack-up-to N' (N < {pending})"
+            raise ValueError(f"keyshared lock config {name}: {op!r} is not one of {allowed}")
+    return tuple(script)
 
 
 class KeySharedLocksModel:
-    """Two threads on one hash; every interleaving of their lock-separated steps."""
+    """Two threads on one hash; every interleaving of upstream's lock-separated steps."""
 
     mechanism = "keyshared"
 
@@ -135,80 +425,83 @@ class KeySharedLocksModel:
         self.variant = variant
         self.config: Mapping[str, Param] = configured("keyshared (lock scope)", variant, VARIANTS, config,
                                                       DEFAULT_CONFIG)
-        order, pending, acks, script, unchecked = (
-            self.config[k] for k in ("order", "pending", "acks", "dispatcher", "unchecked"))
+        order, pending, unchecked = (self.config[k] for k in ("order", "pending", "unchecked"))
         if self.config["scope"] != "locks":
             raise ValueError(f"keyshared lock config needs scope 'locks', got {self.config['scope']!r}")
-        if order not in ORDERS or not isinstance(pending, int) or not isinstance(acks, int) or not 0 <= acks <= pending:
-            raise ValueError(f"keyshared lock config needs order in {ORDERS} and 0 <= acks <= pending")
-        if not isinstance(script, tuple) or not all(op in ("move 1", "move 2", "block") for op in script):
-            raise ValueError("keyshared lock config dispatcher must be a tuple of 'move 1', 'move 2' and 'block'")
+        if order not in ORDERS or not isinstance(pending, int) or isinstance(pending, bool) or not 0 <= pending <= 4:
+            raise ValueError(f"keyshared lock config needs order in {ORDERS} and 0 <= pending <= 4")
         names = [name for name, _ in INVARIANTS]
         if not isinstance(unchecked, tuple) or not set(unchecked) <= set(names):
             raise ValueError(f"keyshared lock config unchecked must be a tuple of invariant names ({', '.join(names)})")
-        self.order, self.pending, self.acks = str(order), pending, acks
-        self.script = tuple(str(op) for op in script)
+        self.order, self.pending = str(order), pending
+        self.scripts = (_script(self.config, "dispatcher", pending), _script(self.config, "acker", pending))
+        owners = (_owners(self.scripts[0]), tuple(1 for _ in self.scripts[1]))
+        self.programs = tuple(tuple(compile_op(self.order, op, owner) for op, owner in zip(script, own, strict=True))
+                              for script, own in zip(self.scripts, owners, strict=True))
         self.action_names: Sequence[str] = ACTION_NAMES
         self.invariants: Sequence[Invariant[LocksState]] = tuple(
             Invariant(name, _unbroken(name), text) for name, text in INVARIANTS if name not in unchecked)
         self.liveness: Sequence[Liveness[LocksState]] = ()
+        self._initial = self._prime()
 
-    def program(self, thread: int, op: int) -> tuple[str, ...]:
-        """The instructions of a thread's operation (the map lock is a no-op when unserialized)."""
-        lock = () if self.order == "unserialized" else (LOCK_MAP,)
-        unlock = () if self.order == "unserialized" else (UNLOCK_MAP,)
-        if thread == 1:
-            return (*lock, ACK_REMOVE, *_reduce(self.order), *unlock)
-        if self.script[op] == "block":
-            return S_GET, S_LOCK_DECIDE if self.order == "locked-block" else S_DECIDE, S_LOCK_REMOVE, S_UNLOCK, S_STATS
-        body = _add(self.order) if self.script[op] == "move 2" else (ADD_CHECK, *_reduce(self.order))
-        return (SWITCH, *lock, FOR_INIT, *body, FOR_NEXT, *unlock)
-
-    def ops(self, thread: int) -> int:
-        return len(self.script) if thread == 0 else self.acks
+    def _prime(self) -> LocksState:
+        idle = Thread(0, 0, Registers())
+        start = LocksState(1, (0, 0), (tuple(range(self.pending)), ()), (False, False), -1, (), 0, False,
+                           (None, None), -1, (-1, -1), ((), ()), (), (), (), (), (idle, idle), ())
+        for i in (0, 1):
+            start = _Run(self, start, i, first=False).result()
+        return start
 
     def initial(self) -> LocksState:
-        idle = Thread(0, 0, -1, 0)
-        return LocksState(DRAINER, self.pending, -1, (), -1, -1, (idle, idle), ())
+        return self._initial
 
     def terminal_ok(self, state: LocksState) -> bool:
-        return all(t.op == self.ops(i) for i, t in enumerate(state.threads))
+        return all(t.op == len(self.programs[i]) for i, t in enumerate(state.threads))
 
-    def _next(self, state: LocksState, i: int) -> str:
+    def next_instruction(self, state: LocksState, i: int) -> Instruction | None:
         t = state.threads[i]
-        return DONE if t.op == self.ops(i) else self.program(i, t.op)[t.pc]
+        return None if t.op == len(self.programs[i]) else self.programs[i][t.op][t.pc]
+
+    def next_label(self, state: LocksState, i: int) -> str:
+        instruction = self.next_instruction(state, i)
+        return DONE if instruction is None else str(instruction.label)
 
     def enabled(self, state: LocksState) -> Sequence[Action]:
         out = []
-        for i, name in enumerate(ACTION_NAMES):
-            instruction = self._next(state, i)
-            if instruction == DONE:
-                continue
-            if instruction == LOCK_MAP and state.map_lock != -1:
-                continue
-            if instruction in _TRACKER_LOCKING and state.tracker_lock not in (-1, i):
-                continue
-            out.append(Action.of(name, step=instruction))
+        for i, name in enumerate(THREADS):
+            instruction = self.next_instruction(state, i)
+            if instruction is not None and not _blocked(state, i, instruction):
+                out.append(Action.of(name, step=str(instruction.label)))
         return out
 
     def step(self, state: LocksState, action: Action) -> tuple[LocksState, Observation]:
         if action not in self.enabled(state):
             raise ActionNotEnabled(action, "not offered in this state (see KeySharedLocksModel.enabled)")
-        return _Run(self, state, ACTION_NAMES.index(action.name)).result(), None
+        return _Run(self, state, THREADS.index(action.name), first=True).result(), None
 
     def key(self, state: LocksState) -> Hashable:
         return state
 
     def vars(self, state: LocksState) -> dict[str, Json]:
+        names = THREADS
+        entry = state.entries[state.slot] if state.slot != -1 else None
         return {
             "owner": state.owner,
-            "pending": state.pending,
-            "slot": state.slot,
-            "entries": [[e.consumer, e.ref_count, e.blocked, e.unblocks] for e in state.entries],
-            "tracker_lock": state.tracker_lock,
-            "map_lock": state.map_lock,
-            "threads": [[self._next(state, i), t.entry, t.left] for i, t in enumerate(state.threads)],
-            "broken": list(state.broken),
+            "pending": [list(p) for p in state.pending],
+            "closed": list(state.closed),
+            "draining": [] if entry is None else [[HASH, entry.consumer, entry.ref_count, entry.blocked]],
+            "batch_level": state.batch_level,
+            "unblocked_while_batching": state.unblocked_while_batching,
+            "stats": [[c + 1, list(hashes)] for c, hashes in enumerate(state.stats) if hashes is not None],
+            "locks": {
+                "tracker": [] if state.tracker_lock == -1 else [names[state.tracker_lock]],
+                **{f"map[{c + 1}]": ([names[state.map_writer[c]]] if state.map_writer[c] != -1 else [])
+                   + [names[r] for r in state.map_readers[c]] for c in (0, 1)},
+            },
+            "unblocked": list(state.unblocked),
+            "replay": list(state.replay),
+            "blocks": list(state.blocks),
+            "threads": [[names[i], self.next_label(state, i)] for i in (0, 1)],
         }
 
 
@@ -216,127 +509,292 @@ def _unbroken(name: str) -> Callable[[LocksState], bool]:
     return lambda s: name not in s.broken
 
 
-class _Run:
-    """One instruction of one thread on a thawed state."""
+def _blocked(state: LocksState, i: int, instruction: Instruction) -> bool:
+    """Whether the thread's next instruction is an acquisition another thread's hold forbids."""
+    code = instruction.code
+    if code in ("read entry", "tracker write", "monitor", "start batch", "end batch"):
+        return state.tracker_lock not in (-1, i)
+    if code == "map read":
+        return state.map_writer[instruction.arg - 1] not in (-1, i)
+    if code == "map write":
+        c = instruction.arg - 1
+        return state.map_writer[c] not in (-1, i) or (state.map_writer[c] != i and bool(state.map_readers[c]))
+    return False
 
-    def __init__(self, model: KeySharedLocksModel, s: LocksState, i: int) -> None:
+
+class _Run:
+    """One step of one thread on a thawed state: its labelled instruction, then the unlabelled ones after it."""
+
+    def __init__(self, model: KeySharedLocksModel, s: LocksState, i: int, first: bool) -> None:
         self.model, self.i = model, i
-        self.owner, self.pending, self.slot = s.owner, s.pending, s.slot
-        self.entries = list(s.entries)
-        self.tracker_lock, self.map_lock = s.tracker_lock, s.map_lock
+        self.owner, self.incarnations = s.owner, list(s.incarnations)
+        self.pending, self.closed = [list(p) for p in s.pending], list(s.closed)
+        self.slot, self.entries = s.slot, list(s.entries)
+        self.batch_level, self.unblocked_while_batching = s.batch_level, s.unblocked_while_batching
+        self.stats = list(s.stats)
+        self.tracker_lock, self.map_writer = s.tracker_lock, list(s.map_writer)
+        self.map_readers = [list(r) for r in s.map_readers]
+        self.unblocked, self.replay, self.blocks = list(s.unblocked), list(s.replay), list(s.blocks)
+        self.acked = set(s.acked)
         self.threads = list(s.threads)
         self.broken = set(s.broken)
         t = s.threads[i]
-        self.t = t
-        program = model.program(i, t.op)
-        self.jump: int | None = None  # the pc to continue at, or None for the next instruction
-        self.execute(program[t.pc], program)
-        pc = t.pc + 1 if self.jump is None else self.jump
-        t = self.t
-        self.threads[i] = t._replace(pc=pc) if pc < len(program) else Thread(t.op + 1, 0, -1, 0)
+        self.op, self.pc, self.regs = t.op, t.pc, t.regs
+        programs = model.programs[i]
+        while self.op < len(programs):
+            program = programs[self.op]
+            instruction = program[self.pc]
+            if instruction.label is not None and not first:
+                break
+            first = False
+            self.jump: int | None = None
+            self.execute(instruction)
+            if self.jump == -2:  # an exception unwound the operation
+                self.op, self.pc, self.regs = self.op + 1, 0, Registers()
+                continue
+            self.pc = self.pc + 1 if self.jump is None else self.jump
+            if self.pc >= len(program):
+                self.op, self.pc, self.regs = self.op + 1, 0, Registers()
+        self.threads[i] = Thread(self.op, self.pc, self.regs)
 
     def result(self) -> LocksState:
-        return LocksState(self.owner, self.pending, self.slot, tuple(self.entries), self.tracker_lock,
-                          self.map_lock, (self.threads[0], self.threads[1]), tuple(sorted(self.broken)))
+        return LocksState(
+            self.owner, (self.incarnations[0], self.incarnations[1]),
+            (tuple(self.pending[0]), tuple(self.pending[1])), (self.closed[0], self.closed[1]), self.slot,
+            tuple(self.entries), self.batch_level, self.unblocked_while_batching, (self.stats[0], self.stats[1]),
+            self.tracker_lock, (self.map_writer[0], self.map_writer[1]),
+            (tuple(self.map_readers[0]), tuple(self.map_readers[1])), tuple(self.unblocked), tuple(self.replay),
+            tuple(self.blocks), tuple(sorted(self.acked)), (self.threads[0], self.threads[1]),
+            tuple(sorted(self.broken)))
 
-    def _skip_to(self, program: tuple[str, ...], instruction: str) -> None:
-        self.jump = program.index(instruction, self.t.pc)
-
-    def _entry(self) -> Entry:
-        return self.entries[self.t.entry]
-
-    def _set_entry(self, entry: Entry) -> None:
-        self.entries[self.t.entry] = entry
+    # -- helpers ------------------------------------------------------------------------------------------------
+    def _set(self, index: int, entry: Entry) -> None:
+        self.entries[index] = entry
         if entry.ref_count < 0:
             self.broken.add("LK-1")
+
+    def _regs(self, **changes: object) -> None:
+        self.regs = self.regs._replace(**changes)
+
+    def _mine(self, index: int, consumer: int) -> bool:
+        entry = self.entries[index]
+        return entry.consumer == consumer and entry.incarnation == self.incarnations[consumer - 1]
 
     def _outside_lock(self) -> None:
         if self.tracker_lock == self.i:
             self.broken.add("LK-4")
 
-    def _end_of_call(self, program: tuple[str, ...]) -> None:
-        """Leave the current tracker call: on to the forEach's next iteration, the map's unlock, or the end."""
-        after = [program.index(x) for x in (FOR_NEXT, UNLOCK_MAP) if x in program]
-        self.jump = after[0] if after else len(program)
+    def _throw(self, handler: int) -> None:
+        """A NullPointerException in reduceRefCount: its own lock is released; a batch's `finally` (at `handler`)
+        runs next, or the exception leaves the operation."""
+        if self.tracker_lock == self.i:
+            self.tracker_lock = -1
+        if handler < 0:
+            self._unwind()
+        else:
+            self._regs(raised=True)
+            self.jump = handler
 
-    def execute(self, instruction: str, program: tuple[str, ...]) -> None:
-        t = self.t
-        if instruction == LOCK_MAP:
-            self.map_lock = self.i
-        elif instruction == UNLOCK_MAP:
-            self.map_lock = -1
-        elif instruction == ACK_REMOVE:
-            self.pending -= 1
-        elif instruction == SWITCH:
-            self.owner = 2 if self.model.script[t.op] == "move 2" else DRAINER
-        elif instruction == FOR_INIT:
-            if self.pending == 0:
-                self.jump = program.index(FOR_NEXT) + 1
-            else:
-                self.t = t._replace(left=self.pending)
-        elif instruction == FOR_NEXT:
-            if t.left > 1:
-                self.t = t._replace(left=t.left - 1, entry=-1)
-                self.jump = program.index(FOR_INIT) + 1
-        elif instruction == ADD_CHECK:  # registerDrainingHashes ADD: reduce only an entry consumer 1 drains
-            if self.slot == -1 or self.entries[self.slot].consumer != DRAINER:
-                self._end_of_call(program)
-        elif instruction in (R_GET, S_GET):  # getEntry under the read lock
-            if self.slot == -1:
-                self._end_of_call(program)
-            else:
-                self.t = t._replace(entry=self.slot)
-        elif instruction == R_DEC:
-            entry = self._entry()
-            self._set_entry(entry._replace(ref_count=entry.ref_count - 1))
-            if entry.ref_count - 1 != 0:
-                self._end_of_call(program)
-        elif instruction == R_LOCK_REMOVE:
+    def _unwind(self) -> None:
+        """An exception escapes the operation: its finally blocks release every lock the thread holds."""
+        if self.tracker_lock == self.i:
+            self.tracker_lock = -1
+        for c in (0, 1):
+            if self.map_writer[c] == self.i:
+                self.map_writer[c] = -1
+            if self.i in self.map_readers[c]:
+                self.map_readers[c].remove(self.i)
+        self.jump = -2
+
+    def execute(self, ins: Instruction) -> None:
+        code, arg, regs = ins.code, ins.arg, self.regs
+        if code == "map read":
+            self.map_readers[arg - 1].append(self.i)
+        elif code == "map read off":
+            self.map_readers[arg - 1].remove(self.i)
+        elif code == "map write":
+            self.map_writer[arg - 1] = self.i
+        elif code == "map write off":
+            self.map_writer[arg - 1] = -1
+        elif code in ("tracker write", "monitor"):
             self.tracker_lock = self.i
+        elif code == "tracker write off":
+            self.tracker_lock = -1
+        elif code == "read entry":  # getEntry: the read lock (the monitor before #23854) taken and released
+            self._regs(entry=self.slot)
+        elif code == "get or return":  # inside the pre-#23854 monitor
+            self._regs(entry=self.slot)
+            if self.slot == -1:
+                self.tracker_lock = -1
+                self.jump = ins.target
+        elif code == "return if none":
+            if regs.entry == -1:
+                self.jump = ins.target
+        elif code in ("decrement", "decrement or return"):
+            entry = self.entries[regs.entry]
+            self._set(regs.entry, entry._replace(ref_count=entry.ref_count - 1))
+            if code == "decrement or return" and entry.ref_count - 1 != 0:
+                self.tracker_lock = -1
+                self.jump = ins.target
+        elif code == "return unless zero":
+            if self.entries[regs.entry].ref_count != 0:
+                self.jump = ins.target
+        elif code == "remove by key":  # drainingHashes.remove(stickyHash) and, unless closing, isBlocking
             removed = self.slot
             self.slot = -1
+            self._regs(removed=removed)
             if removed == -1:
-                self.broken.add("LK-5")  # removed.isBlocking() on null
+                if not regs.closing:
+                    self.broken.add("LK-5")  # removed.isBlocking() on null
+                    self._throw(ins.target)
                 return
-            if removed != t.entry:
+            if removed != regs.entry:
                 self.broken.add("LK-3")
             gone = self.entries[removed]
-            if gone.ref_count > 0 or (self.owner != gone.consumer and self.pending > 0):
+            holds = gone.incarnation == self.incarnations[gone.consumer - 1] and any(
+                e not in self.acked for e in self.pending[gone.consumer - 1])
+            if gone.ref_count > 0 or (self.owner != gone.consumer and holds):
                 self.broken.add("LK-2")
-            self.entries[removed] = gone._replace(unblocks=gone.blocked > 0)  # not closing, and blocking
-            self.t = t._replace(entry=removed)
-        elif instruction in (R_UNLOCK, A_UNLOCK, S_UNLOCK):
-            self.tracker_lock = -1
-        elif instruction in (R_NOTIFY, R_STATS, A_STATS, S_STATS):
+            if regs.closing:
+                self.entries[removed] = gone._replace(removal=EXEMPT)
+        elif code == "skip if closing":
+            if regs.closing:
+                self.jump = ins.target
+        elif code == "read blocking":
+            if regs.removed == -1 or regs.closing:
+                return
+            gone = self.entries[regs.removed]
+            if gone.blocked > 0:
+                if self.batch_level > 0:
+                    self.unblocked_while_batching = True
+                else:
+                    self._regs(notify=True)
+            self.entries[regs.removed] = gone._replace(removal=UNBLOCKS if gone.blocked > 0 else SILENT)
+        elif code == "skip unless stats":
+            if self.stats[arg - 1] is None:
+                self.jump = ins.target
+        elif code == "skip unless added":
+            if not regs.added:
+                self.jump = ins.target
+        elif code in ("stats add", "stats clear"):
             self._outside_lock()
-            if instruction == S_STATS:
-                self._end_of_call(program)
-        elif instruction == A_LOCK_GET:
-            self.tracker_lock = self.i
+            hashes = self.stats[arg - 1]
+            if hashes is not None:  # else consumerRemoved dropped them meanwhile: the update goes to a detached object
+                self.stats[arg - 1] = (HASH,) if code == "stats add" else tuple(h for h in hashes if h != HASH)
+        elif code == "skip unless notify":
+            if not regs.notify:
+                self.jump = ins.target
+        elif code == "notify":
+            self._outside_lock()
+            self.unblocked.append(arg)
+            self._regs(notify=False)
+        elif code == "end call":
+            self._regs(entry=-1, removed=-1, notify=False, added=False)
+        elif code == "get or create":
             if self.slot == -1:
-                self.entries.append(Entry(DRAINER, 0, 0, False))
+                self.entries.append(Entry(arg, self.incarnations[arg - 1], 0, 0, UNDECIDED))
                 self.slot = len(self.entries) - 1
-            self.t = t._replace(entry=self.slot)
-        elif instruction == A_INC:
-            entry = self._entry()
-            self._set_entry(entry._replace(ref_count=entry.ref_count + 1))
-        elif instruction == S_DECIDE:
-            entry = self._entry()
-            if entry.consumer != self.owner:  # another consumer drains it: blocked
-                self._set_entry(entry._replace(blocked=entry.blocked + 1))
-                if self.slot != t.entry and not entry.unblocks:
-                    self.broken.add("LK-6")  # blocked by an entry already gone without an unblocking call
-                self.jump = len(program)
-        elif instruction == S_LOCK_DECIDE:  # one critical section: nothing else can run inside it
-            entry = self._entry()
-            if entry.consumer != self.owner:
-                if self.slot == t.entry:  # removed meanwhile: the hash no longer drains, so do not block
-                    self._set_entry(entry._replace(blocked=entry.blocked + 1))
-                self.jump = len(program)
-            else:
-                self.tracker_lock = self.i  # held on into the lazy removal
-        elif instruction == S_LOCK_REMOVE:  # the hash came back to its drainer: remove(h), whatever it holds
+                self._regs(added=True)
+                if self.stats[arg - 1] is None:
+                    self.stats[arg - 1] = ()
+            elif not self._mine(self.slot, arg):
+                raise AssertionError("addEntry for a consumer that does not drain the hash: outside the scope")
+            self._regs(entry=self.slot)
+        elif code == "increment":
+            entry = self.entries[regs.entry]
+            self._set(regs.entry, entry._replace(ref_count=entry.ref_count + 1))
+        elif code == "skip unless owner drains":
+            if not self._mine(regs.entry, self.owner):
+                self.jump = ins.target
+        elif code == "remove if same":  # remove(stickyKeyHash, entry): only the entry it read
+            if self.slot == regs.entry:
+                self.slot = -1
+                self.entries[regs.entry] = self.entries[regs.entry]._replace(removal=EXEMPT)
+        elif code == "jump":
+            self.jump = ins.target
+        elif code == "return unless still mapped":
+            if self.slot != regs.entry:
+                self.tracker_lock = -1
+                self.jump = ins.target
+        elif code == "block":
+            entry = self.entries[regs.entry]
+            self.entries[regs.entry] = entry._replace(blocked=entry.blocked + 1)
+            if self.slot != regs.entry and entry.removal == SILENT:
+                self.broken.add("LK-6")  # blocked by an entry gone without an unblocking call
+            self._regs(blocked=True)
+        elif code == "end dispatch":
+            self.blocks.append(regs.blocked)
+            self._regs(entry=-1, blocked=False)
+        elif code == "start batch":  # the lock is taken and released within the step: no point inside
+            self.batch_level += 1
+        elif code == "end batch":
             self.tracker_lock = self.i
-            self.slot = -1
+            self.batch_level -= 1
+            if self.batch_level == 0 and self.unblocked_while_batching:
+                self.unblocked_while_batching = False
+                self._regs(notify=True)
+        elif code == "for init":
+            items = tuple(self.pending[arg - 1])
+            self._regs(items=items)
+            if not items:
+                self.jump = ins.target
+        elif code == "for next":
+            items = regs.items[1:]
+            self._regs(items=items)
+            if items:
+                self.jump = ins.target
+        elif code == "skip unless drainer":
+            if regs.entry == -1 or not self._mine(regs.entry, arg):
+                self.jump = ins.target
+        elif code == "closing":
+            self._regs(closing=bool(arg == 1 or (arg == 2 and self.closed[0])))
+        elif code == "switch owner":
+            self.owner = arg
+        elif code == "join":
+            self.owner = arg
+            self.incarnations[arg - 1] += 1
+            self.pending[arg - 1], self.closed[arg - 1] = [], False
+        elif code == "close":
+            self.closed[arg - 1] = True
+        elif code == "to replay":
+            self.replay.append(regs.items[0])
+        elif code == "clear":
+            self.pending[arg - 1] = []
+        elif code == "consumer removed":
+            self.stats[arg - 1] = None
+        elif code == "pop or skip":
+            if arg in self.pending[0]:
+                self.pending[0].remove(arg)
+                self._regs(closing=self.closed[0])
+            else:
+                self.jump = ins.target
+        elif code == "look":
+            if not any(e <= arg for e in self.pending[0]):
+                self.map_readers[0].remove(self.i)
+                self.jump = ins.target
+        elif code == "doomed":
+            items = tuple(e for e in self.pending[0] if e <= arg)
+            self._regs(items=items)
+            if not items:
+                self.jump = ins.target
+        elif code == "skip if gone":
+            if regs.items[0] not in self.pending[0]:
+                self.jump = ins.target
+        elif code == "drop next":
+            if regs.items[0] in self.pending[0]:
+                self.pending[0].remove(regs.items[0])
+            items = regs.items[1:]
+            self._regs(items=items)
+            if items:
+                self.jump = ins.target
+        elif code == "rethrow":
+            if regs.raised:
+                self._unwind()
+        elif code == "client acks":
+            self.acked.add(arg)
+        elif code == "client acks up to":
+            self.acked.update(range(arg + 1))
+        elif code == "end op":
+            self._regs(items=())
         else:
-            raise AssertionError(f"unknown instruction {instruction!r}")
+            raise AssertionError(f"unknown instruction {code!r}")

@@ -330,7 +330,8 @@ def run_conformance(
               + (f", at most {max_steps} steps" if max_steps is not None else ""))
     return conform(lambda: mechanism.make_model(config, variant), lambda: make_reference(model.config, variant),
                    max_states=max_states, max_steps=max_steps, terminal_ok=getattr(model, "terminal_ok", None),
-                   workers=workers, progress=lambda line: _progress(f"  conformance {label}: {line}"))
+                   workers=workers, progress=lambda line: _progress(f"  conformance {label}: {line}"),
+                   known=frozenset(mechanism.findings.get(config_name, {})))
 
 
 

@@ -92,11 +92,15 @@ def _target(failures: Sequence[str]) -> str | None:
 
 
 def run_walk(
-    model: Model[Any], implementation: Implementation, actions: Sequence[Action]
+    model: Model[Any], implementation: Implementation, actions: Sequence[Action], known: frozenset[str] = frozenset()
 ) -> tuple[Deviation | None, int]:
-    """Run `actions` in lockstep from the initial state; the first failure (named if it can be) and steps run."""
+    """Run `actions` in lockstep from the initial state; the first failure (named if it can be) and steps run.
+
+    Failures named in `known` (a configuration's known findings, which the explorer reports on their own row)
+    do not count, on either side.
+    """
     try:
-        lockstep = Lockstep(model, implementation)
+        lockstep = Lockstep(model, implementation, known)
         first = lockstep.initial_outcome()
         if first.failures:
             return Deviation((), _target(first.failures) or DIVERGENCE, first.failures, first.detail), 0
@@ -240,6 +244,7 @@ def conform(
     terminal_ok: Callable[[Any], bool] | None = None,
     workers: int = 1,
     progress: Callable[[str], None] | None = None,
+    known: frozenset[str] = frozenset(),
 ) -> Conformance:
     """Explore `make_model()`'s states, then replay a tour of every edge on fresh implementations.
 
@@ -264,13 +269,13 @@ def conform(
         budgeted.append(walk)
         steps += len(walk)
     actions = [[labels[e] for e in walk] for walk in budgeted]
-    failed = _replay(make_model, make_implementation, actions, workers, progress)
+    failed = _replay(make_model, make_implementation, actions, workers, progress, known)
     deviation: Deviation | None = None
     if failed is not None:
         index, found = failed
         budgeted = budgeted[: index + 1]
         steps = sum(len(w) for w in budgeted[:index]) + len(found.actions)
-        deviation = _shortest(make_model, make_implementation, exploration, budgeted[index], found)
+        deviation = _shortest(make_model, make_implementation, exploration, budgeted[index], found, known)
     seen = bytearray(exploration.transitions)
     for walk in budgeted if deviation is None else budgeted[:-1]:
         for e in walk:
@@ -293,6 +298,7 @@ def _replay(
     walks: list[list[Action]],
     workers: int,
     progress: Callable[[str], None] | None,
+    known: frozenset[str],
 ) -> tuple[int, Deviation] | None:
     """The first failing walk (by index) and what failed, running the walks on `workers` processes.
 
@@ -301,7 +307,7 @@ def _replay(
     """
     if workers <= 1 or len(walks) < 2 * workers or threading.active_count() > 1:
         for index, walk in enumerate(walks):
-            found, _ = run_walk(make_model(), make_implementation(), walk)
+            found, _ = run_walk(make_model(), make_implementation(), walk, known)
             if found is not None:
                 return index, found
             if progress is not None and (index + 1) % 2000 == 0:
@@ -316,7 +322,7 @@ def _replay(
             for index in range(first, len(walks), workers):
                 if index > lowest.value:
                     break
-                found, _ = run_walk(make_model(), make_implementation(), walks[index])
+                found, _ = run_walk(make_model(), make_implementation(), walks[index], known)
                 if found is not None:
                     with lowest.get_lock():
                         lowest.value = min(lowest.value, index)
@@ -351,6 +357,7 @@ def _shortest(
     exploration: Exploration[Any],
     walk: tuple[int, ...],
     found: Deviation,
+    known: frozenset[str],
 ) -> Deviation:
     """The failing edge replayed at the end of the shortest path to its source, when it fails there alike."""
     labels = exploration.labels
@@ -361,5 +368,5 @@ def _shortest(
     candidate = (*exploration.path_to(exploration.edges[0][edge]), labels[edge])
     if len(candidate) >= len(found.actions):
         return found
-    again, _ = run_walk(make_model(), make_implementation(), candidate)
+    again, _ = run_walk(make_model(), make_implementation(), candidate, known)
     return again if again is not None and again.target == found.target else found

@@ -106,9 +106,13 @@ class Lockstep(Generic[S]):
     which costs a fraction of it on every step.
     """
 
-    def __init__(self, model: Model[S], implementation: Implementation | None = None) -> None:
+    def __init__(
+        self, model: Model[S], implementation: Implementation | None = None, known: frozenset[str] = frozenset()
+    ) -> None:
         self.model = model
         self.implementation = implementation
+        self.known = known
+        """Failures that do not count (a configuration's known findings, reported elsewhere)."""
         self.state = model.initial()
         self.same = same_json if getattr(implementation, "strict_json", False) else same_values
 
@@ -124,10 +128,10 @@ class Lockstep(Generic[S]):
     def _outcome(
         self, predicted: Observation, model_vars: dict[str, Json], observed: Observation
     ) -> StepOutcome:
-        failures = violated(self.model, self.state)
+        failures = [f for f in violated(self.model, self.state) if f not in self.known]
         detail = ""
         if self.implementation is not None:
-            failures += [f for f in self.implementation.violations() if f not in failures]
+            failures += [f for f in self.implementation.violations() if f not in failures and f not in self.known]
             actual = self.implementation.vars()
             if not self.same(model_vars, actual):
                 detail = "state " + first_difference(model_vars, actual)

@@ -31,7 +31,7 @@ from .cache import (
     RecordingSerde,
     SerdeRecord,
 )
-from .executors import (
+from reference_impl.concurrent.executors import (
     EXTERNAL,
     Choice,
     OrderedExecutor,

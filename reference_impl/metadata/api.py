@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
-from .executors import OrderedExecutor, ScheduledSimThread, SimFuture, World
+from reference_impl.concurrent.executors import OrderedExecutor, ScheduledSimThread, SimFuture, World
 
 T = TypeVar("T")
 

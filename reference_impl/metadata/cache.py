@@ -33,7 +33,7 @@ from .api import (
 from .api import BackoffConfig as BackoffConfig
 from .api import CacheGetResult as CacheGetResult
 from .api import Serde as Serde
-from .executors import (
+from reference_impl.concurrent.executors import (
     RejectedExecutionError,
     SimFuture,
     SimLock,

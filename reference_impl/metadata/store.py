@@ -37,7 +37,7 @@ from .api import Notification as Notification
 from .api import NotificationType as NotificationType
 from .api import Stat as Stat
 from .cache import MetadataCache
-from .executors import (
+from reference_impl.concurrent.executors import (
     OrderedExecutor,
     RejectedExecutionError,
     ScheduledSimThread,

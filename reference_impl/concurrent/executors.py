@@ -1,4 +1,4 @@
-"""Deterministic, harness-stepped threads, timers, futures and locks (spec §2.0, §2.1).
+"""Deterministic, harness-stepped threads, timers, futures and locks: one scheduler for every mechanism.
 
 Nothing runs on its own: a :class:`World` owns the virtual clock (integer ms) and every simulated
 thread, and the harness drives it one *choice* at a time (``world.choices()`` / ``world.step(c)``).
@@ -32,6 +32,16 @@ and a ``join`` or lock acquisition that would have to wait raises ``RuntimeError
 from simulated threads (``world.thread("client").execute(...)``) when they may block or should interleave.
 A recorded trace replays with ``world.step(("run", name))`` / ``world.step(("advance", t))``.
 
+A **preemptive** world (``World(preemptive=True)``, as loom and dejafu schedule) makes every operation on a
+shared primitive a scheduling point: each lock acquisition (``SimLock``, and the read and write locks of
+:mod:`reference_impl.concurrent.locks`), each atomic and volatile access (:mod:`reference_impl.concurrent.atomic`)
+and each explicit :func:`scheduling_point` suspends the thread *before* the operation, labelled with what it
+is about to do (``ThreadState.suspended_at``, prefixed by the innermost :func:`java_method` on its stack).
+A step then runs the thread from one point to the next, crossing task boundaries, so a thread's next label
+is always visible between steps; :meth:`World.prime` runs every thread to its first point before the first
+step. A release is not a point: it only lets a waiter in, and whatever the releasing thread does next up to
+its next point touches nothing another thread can see (every shared access is itself a point).
+
 Call :meth:`World.dispose` (or use ``with World() as w``) when a run ends with suspended tasks (a
 deadlock, an abandoned schedule): it unwinds them at once, so their ``finally`` blocks run at a known point
 rather than whenever the garbage collector frees their greenlets. Step a world from one OS thread only:
@@ -45,13 +55,15 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, cast
+from functools import wraps
+from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar, cast
 
 import networkx as nx
-from greenlet import greenlet
+from greenlet import GreenletExit, greenlet
 
 T = TypeVar("T")
 U = TypeVar("U")
+P = ParamSpec("P")
 
 EXTERNAL = "<external>"
 """Name of the harness's own context: code called between steps, outside any simulated thread."""
@@ -111,6 +123,61 @@ def yield_point(label: str) -> None:
         task.suspend()
 
 
+class Waitable(Protocol):
+    """What a suspended task can wait on: a future, a lock, or a mode of a read/write lock."""
+
+    def blocks(self, thread: str) -> bool:
+        """Whether ``thread`` cannot go on yet."""
+        ...
+
+    @property
+    def wait_label(self) -> str: ...
+
+    @property
+    def wait_target(self) -> str | None:
+        """The thread it waits for (a lock's holder, a future's completer), if one is known."""
+        ...
+
+
+def preemptive() -> bool:
+    """Whether the caller runs on a simulated thread of a preemptive world (so its operations are points)."""
+    return _ctx.world is not None and _ctx.world.preemptive and _ctx.task is not None
+
+
+def scheduling_point(operation: str, waiting_on: Waitable | None = None) -> None:
+    """In a preemptive world, suspend before ``operation`` (not enabled while ``waiting_on`` blocks);
+    elsewhere a no-op. The label is ``operation`` prefixed by the innermost :func:`java_method`."""
+    task = _ctx.task
+    thread = _ctx.thread
+    if task is None or thread is None or _ctx.world is None or not _ctx.world.preemptive:
+        return
+    if _ctx.world.disposing:
+        raise GreenletExit
+    task.yield_label = f"{thread.frames[-1]}: {operation}" if thread.frames else operation
+    task.waiting_on = waiting_on
+    task.suspend()
+
+
+def java_method(name: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Name the scheduling points inside the decorated method after the Java method it mirrors."""
+
+    def decorate(fn: Callable[P, T]) -> Callable[P, T]:
+        @wraps(fn)
+        def run(*args: P.args, **kwargs: P.kwargs) -> T:
+            thread = _ctx.thread
+            if thread is None:
+                return fn(*args, **kwargs)
+            thread.frames.append(name)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                thread.frames.pop()
+
+        return run
+
+    return decorate
+
+
 # --------------------------------------------------------------------------------------------------
 # Tasks, threads, timers
 # --------------------------------------------------------------------------------------------------
@@ -125,7 +192,7 @@ class _Task:
     cost: int
     label: str
     timer: Timer | None = None
-    waiting_on: SimFuture[Any] | SimLock | None = None
+    waiting_on: Waitable | None = None
     yield_label: str | None = None
 
     def suspend(self) -> None:
@@ -133,10 +200,7 @@ class _Task:
         _to_harness(False)
 
     def blocked_for(self, thread: SimThread) -> bool:
-        w = self.waiting_on
-        if isinstance(w, SimLock):
-            return w.holder not in (None, thread.name)
-        return w is not None and not w.done()
+        return self.waiting_on is not None and self.waiting_on.blocks(thread.name)
 
 
 class SimThread:
@@ -151,6 +215,8 @@ class SimThread:
         self._current: _Task | None = None
         self._glet: greenlet | None = None
         """Runs this thread's tasks; created at its first segment, replaced if an exception killed it."""
+        self.frames: list[str] = []
+        """The :func:`java_method` names on this thread's stack, innermost last (scheduling-point labels)."""
 
     def __repr__(self) -> str:
         return f"SimThread({self.name!r})"
@@ -347,8 +413,7 @@ def choose_thread_index(key: str, n: int) -> int:
 class SimLock:
     """A re-entrant lock (a Java monitor). Blocking on it is a wait-for edge to ``holder``."""
 
-    def __init__(self, world: World, name: str) -> None:
-        self.world = world
+    def __init__(self, name: str) -> None:
         self.name = name
         self.holder: str | None = None
         self.count = 0
@@ -356,9 +421,23 @@ class SimLock:
     def __repr__(self) -> str:
         return f"SimLock({self.name!r}, holder={self.holder!r})"
 
+    def blocks(self, thread: str) -> bool:
+        return self.holder not in (None, thread)
+
+    @property
+    def wait_label(self) -> str:
+        return self.name
+
+    @property
+    def wait_target(self) -> str | None:
+        return self.holder
+
     def acquire(self) -> None:
-        """Take the lock, blocking the current thread while another thread holds it."""
+        """Take the lock, blocking the current thread while another thread holds it (in a preemptive
+        world the acquisition is a scheduling point, taken only once the lock is free)."""
         me = current_thread_name()
+        if preemptive():
+            scheduling_point(f"{self.name}.lock", self)
         if self.holder not in (None, me):
             task = _ctx.task
             if task is None:
@@ -426,6 +505,17 @@ class SimFuture(Generic[T]):
     # -- inspection ---------------------------------------------------------------------------------
     def done(self) -> bool:
         return self._done
+
+    def blocks(self, thread: str) -> bool:
+        return not self._done
+
+    @property
+    def wait_label(self) -> str:
+        return self.label
+
+    @property
+    def wait_target(self) -> str | None:
+        return self.completer
 
     def failed(self) -> bool:
         return self._done and self._error is not None
@@ -594,7 +684,10 @@ class World:
     See the module docstring for the stepping contract and how to read the state.
     """
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, *, preemptive: bool = False) -> None:
+        self.preemptive = preemptive
+        """Every operation on a shared primitive is a scheduling point (see the module docstring)."""
+        self.disposing = False
         self.now = 0
         self.rng = random.Random(seed)
         self.threads: list[SimThread] = []
@@ -635,7 +728,7 @@ class World:
         return OrderedExecutor(self, name, n)
 
     def lock(self, name: str) -> SimLock:
-        return SimLock(self, name)
+        return SimLock(name)
 
     def future(self, label: str = "", completer: str | None = None) -> SimFuture[Any]:
         return SimFuture(self, label, completer)
@@ -737,6 +830,16 @@ class World:
 
         return self.run(policy, until=at_horizon, stop_when_quiescent=False)
 
+    def prime(self) -> None:
+        """Run every thread with queued work to its first scheduling point (preemptive worlds): code before
+        a thread's first point touches nothing shared, so this is no step, and every thread's next label
+        is known from the start."""
+        if not self.preemptive:
+            raise RuntimeError("prime() is for preemptive worlds")
+        for thread in self.threads:
+            if thread._current is None and thread._queue:
+                self._run_segment(thread)
+
     # -- stepping internals -------------------------------------------------------------------------
     def _advance(self, t: int) -> None:
         self.now = t
@@ -795,6 +898,8 @@ class World:
         if escaped is not None:
             escaped.add_note(f"escaped task {task.label!r} on simulated thread {thread.name} at t={self.now}")
             raise escaped
+        if self.preemptive and thread._current is None and thread._queue and thread.busy_until <= self.now:
+            self._run_segment(thread)  # on to the next task's first point: a step runs from point to point
 
     def _switch(self, thread: SimThread, task: _Task | None, into: Callable[[], Any]) -> Any:
         """Call ``into`` (a switch into, or a throw at, ``thread``'s greenlet) as ``thread`` running ``task``,
@@ -907,7 +1012,11 @@ class World:
     # -- teardown -----------------------------------------------------------------------------------
     def dispose(self) -> None:
         """Unwind every thread's greenlet (``GreenletExit`` where it is suspended, so a suspended task's
-        ``finally`` blocks run now) and drop all queued work and timers. The world is unusable after."""
+        ``finally`` blocks run now) and drop all queued work and timers. The world is unusable after.
+
+        A ``finally`` block that reaches a scheduling point while unwinding (a lock taken to end a batch) is cut
+        short there by another ``GreenletExit``: nothing may wait for a step that will never come."""
+        self.disposing = True
         for t in self.threads:
             if t._glet is not None:
                 self._switch(t, t._current, t._glet.throw)
@@ -927,10 +1036,8 @@ def _to_harness(finished: bool) -> None:
 
 def _wait_target(task: _Task) -> tuple[str, str | None]:
     w = task.waiting_on
-    if isinstance(w, SimLock):
-        return w.name, w.holder
     assert w is not None
-    return w.label, w.completer
+    return w.wait_label, w.wait_target
 
 
 def _label_of(fn: Callable[..., object]) -> str:

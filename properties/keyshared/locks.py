@@ -1,0 +1,198 @@
+"""The lock scope bound to the reference: upstream-granularity code stepped in lockstep with the lock model.
+
+`KeySharedLocksReference` runs `reference_impl.keyshared.lock_level` on a preemptive `World`: the dispatcher and
+acker threads of the configuration's scripts, each operation a task, every lock acquisition and atomic access a
+scheduling point. A model action ``dispatcher(step=L)`` runs the dispatcher thread's next step, which must be
+the operation labelled L (a thread about to do something else, or blocked, is a divergence named as such).
+
+It judges LK-1..LK-6 from its own ledger, never from the reference's opinion: what it saw each step do to the
+tracker's map and to the entry objects it has seen (which entry a step decremented, removed, counted a block
+on), which thread held the tracker's lock when a step started, the unblocking calls its handler received,
+what the client acked (recorded when each ack is sent, before the broker processes it), the dispatch verdicts
+returned to it, and the exceptions that escaped the threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+
+from models.core import Action, Json, Observation, Param
+from models.keyshared_locks import DONE, HASH, THREADS, KeySharedLocksModel
+from reference_impl.concurrent.executors import World
+from reference_impl.keyshared.lock_level import DrainingHashEntry, NullPointerException, StickyKeyDispatcher
+
+UNBLOCKS, SILENT, READ_PENDING, EXEMPT = "unblocks", "silent", "read pending", "exempt"
+"""What a removal decided, as far as a blocked dispatch cares (as `models.keyshared_locks` marks its entries)."""
+
+
+class KeySharedLocksReference:
+    """The upstream-granularity tracker of one order, its callers on two simulated threads, and the ledger."""
+
+    def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:
+        model = KeySharedLocksModel(config, variant)  # parses and completes the configuration
+        self.order = model.order
+        self.d = StickyKeyDispatcher(model.order, (1, 2), {HASH: 1})
+        for entry_id in range(model.pending):
+            self.d.consumers[1].pending_acks.put(entry_id, HASH)
+        self.world = World(preemptive=True)
+        self.acked: set[int] = set()
+        self.blocks: list[bool] = []
+        dispatcher, acker = (self.world.thread(name) for name in THREADS)
+        for op in model.scripts[0]:
+            dispatcher.execute(partial(self._dispatcher_op, op), label=op)
+        for op in model.scripts[1]:
+            acker.execute(partial(self._acker_op, op), label=op)
+        self.entries: list[DrainingHashEntry] = []  # every entry object seen, in the order first seen
+        self.decremented: dict[str, DrainingHashEntry] = {}
+        self.removed_by: dict[str, DrainingHashEntry] = {}
+        self.removal: dict[int, str] = {}  # id(entry) -> what its removal decided
+        self.broken: set[str] = set()
+        self.disagreement = ""
+        self.world.prime()
+        self._see()
+
+    # -- the threads' operations (tasks) ------------------------------------------------------------------------
+    def _dispatcher_op(self, op: str) -> None:
+        if op == "join 2":
+            self.d.join(2, HASH)
+        elif op.startswith("leave"):
+            self.d.remove_consumer(int(op.split()[1]))
+        else:
+            self.blocks.append(self.d.dispatch(HASH))
+
+    def _acker_op(self, op: str) -> None:
+        word, _, arg = op.partition(" ")
+        n = int(arg)
+        if word == "ack":
+            self.acked.add(n)  # the client sent the ack: from now on it does not hold the message
+            self.d.ack(1, n)
+        else:
+            self.acked.update(range(n + 1))
+            self.d.ack_up_to(1, n)
+
+    # -- Implementation -----------------------------------------------------------------------------------------
+    def apply(self, action: Action) -> Observation:
+        name, step = action.name, str(action["step"])
+        thread = self.world.get_thread(name)
+        label = self._label(name)
+        if label != step or not thread.enabled:
+            why = "blocked" if label == step else f"about to run {label!r}"
+            self.disagreement = f"{name} cannot run {step!r}: it is {why}"
+            return None
+        before = self._snapshot()
+        holder = self._tracker_holder()
+        uncaught = len(self.world.uncaught)
+        self.world.step(("run", name))
+        self._see()
+        self._judge(name, step, before, holder)
+        for thread_name, _task, error in self.world.uncaught[uncaught:]:
+            if not isinstance(error, NullPointerException):
+                raise RuntimeError(f"{thread_name} raised {type(error).__name__}: {error}") from error
+            self.broken.add("LK-5")
+        return None
+
+    def vars(self) -> dict[str, Json]:
+        d, tracker = self.d, self.d.tracker
+        entry = tracker.draining_hashes.get(HASH)
+        maps = {c: d.consumers[c].pending_acks for c in (1, 2)}
+        return {
+            "owner": d.owners[HASH],
+            "pending": [sorted(maps[c].pending_acks) for c in (1, 2)],
+            "closed": [maps[c].closed for c in (1, 2)],
+            "draining": [] if entry is None else [
+                [HASH, entry.consumer.consumer_id, entry.ref_count.value, entry.blocked_count.value]],
+            "batch_level": tracker.batch_level,
+            "unblocked_while_batching": tracker.unblocked_while_batching,
+            "stats": [[cid, sorted(stats.draining_hashes)]
+                      for cid, stats in sorted(tracker.consumer_draining_hashes_stats_map.items())],
+            "locks": {"tracker": self._tracker_holders(),
+                      **{f"map[{c}]": list(maps[c].lock.holders()) for c in (1, 2)}},
+            "unblocked": list(d.unblocked),
+            "replay": list(d.replay),
+            "blocks": list(self.blocks),
+            "threads": [[name, self._label(name)] for name in THREADS],
+        }
+
+    def violations(self) -> list[str]:
+        return sorted(self.broken) + (["divergence"] if self.disagreement else [])
+
+    def close(self) -> None:
+        self.world.dispose()
+
+    # -- the ledger ---------------------------------------------------------------------------------------------
+    def _label(self, name: str) -> str:
+        state = next(t for t in self.world.thread_states() if t.name == name)
+        return state.suspended_at or DONE
+
+    def _tracker_holders(self) -> list[str]:
+        tracker = self.d.tracker
+        if self.order == "pre23854":
+            return [] if tracker.monitor.holder is None else [tracker.monitor.holder]
+        return list(tracker.lock.holders())
+
+    def _tracker_holder(self) -> str | None:
+        tracker = self.d.tracker
+        return tracker.monitor.holder if self.order == "pre23854" else tracker.lock.writer
+
+    def _see(self) -> None:
+        entry = self.d.tracker.draining_hashes.get(HASH)
+        if entry is not None and all(e is not entry for e in self.entries):
+            self.entries.append(entry)
+
+    def _snapshot(self) -> tuple[DrainingHashEntry | None, list[tuple[int, int]]]:
+        counts = [(e.ref_count.value, e.blocked_count.value) for e in self.entries]
+        return self.d.tracker.draining_hashes.get(HASH), counts
+
+    def _changed(self, before: list[tuple[int, int]], field: int, delta: int) -> DrainingHashEntry | None:
+        """The entry whose ref count (field 0) or blocked count (field 1) moved by `delta` during the step."""
+        for entry, counts in zip(self.entries, before, strict=False):
+            now = (entry.ref_count.value, entry.blocked_count.value)
+            if now[field] - counts[field] == delta:
+                return entry
+        return None
+
+    def _judge(self, name: str, step: str, before: tuple[DrainingHashEntry | None, list[tuple[int, int]]],
+               holder: str | None) -> None:
+        mapped_before, counts = before
+        mapped = self.d.tracker.draining_hashes.get(HASH)
+        if any(e.ref_count.value < 0 for e in self.entries):
+            self.broken.add("LK-1")
+        if (step.endswith("stickyKeyHashUnblocked") or ": stats[" in step) and holder == name:
+            self.broken.add("LK-4")
+        decremented = self._changed(counts, 0, -1)
+        if decremented is not None and step.startswith("reduceRefCount:"):
+            self.decremented[name] = decremented
+        gone = mapped_before if mapped_before is not None and mapped is not mapped_before else None
+        if gone is not None and step.startswith("reduceRefCount:"):
+            self._removed(name, gone)
+        elif gone is not None:  # shouldBlockStickyKeyHash's lazy removal by the hash's own drainer
+            self.removal[id(gone)] = EXEMPT
+        if step == "reduceRefCount: entry.blockedCount.get":
+            read = self.removed_by[name]
+            self.removal[id(read)] = UNBLOCKS if counts[self._index(read)][1] > 0 else SILENT
+        blocked = self._changed(counts, 1, 1)
+        if (blocked is not None and step.endswith("entry.blockedCount.incrementAndGet") and mapped is not blocked
+                and self.removal.get(id(blocked)) == SILENT):
+            self.broken.add("LK-6")  # blocked by an entry gone without an unblocking call
+
+    def _removed(self, name: str, gone: DrainingHashEntry) -> None:
+        """reduceRefCount removed `gone` in this step: LK-2 and LK-3, and whether a blocking read follows."""
+        if self.decremented.get(name) is not gone:
+            self.broken.add("LK-3")
+        drainer = gone.consumer
+        current = self.d.consumers.get(drainer.consumer_id) is drainer
+        holds = current and any(e not in self.acked for e in drainer.pending_acks.pending_acks)
+        if gone.ref_count.value > 0 or (self.d.owners[HASH] != drainer.consumer_id and holds):
+            self.broken.add("LK-2")
+        self.removed_by[name] = gone
+        if self.order == "pre23854":  # the blocking read ran inside the same step, under the monitor
+            self.removal[id(gone)] = UNBLOCKS if gone.blocked_count.value > 0 else SILENT
+        elif self._label(name) == "reduceRefCount: entry.blockedCount.get":
+            self.removal[id(gone)] = READ_PENDING
+        else:  # closing: no wake-up is owed
+            self.removal[id(gone)] = EXEMPT
+
+    def _index(self, entry: DrainingHashEntry) -> int:
+        return next(i for i, e in enumerate(self.entries) if e is entry)
+

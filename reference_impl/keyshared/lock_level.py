@@ -1,0 +1,481 @@
+"""DrainingHashesTracker, PendingAcksMap and their dispatcher callers at upstream's lock granularity.
+
+`draining.py` and `pending_acks.py` run each method as one critical section (the dispatcher scope's
+view). Upstream does not: a method is a few steps separated by its locks and atomics, and the steps of
+the dispatcher thread and of a connection thread acking messages interleave. This module mirrors
+upstream's source statement by statement at those separations, on the deterministic scheduler of
+`reference_impl.concurrent` (every lock acquisition and atomic access a scheduling point):
+
+- `DrainingHashesTracker`, after apache/pulsar 0063cdd8
+  `pulsar-broker/.../service/DrainingHashesTracker.java`: the entry map under a `ReentrantReadWriteLock`
+  (`getEntry` takes the read lock, lines 430-440), the entry's `refCount` and `blockedCount` as volatile
+  ints changed through field updaters (lines 58-128), `addEntry` (lines 249-288: write lock, get or
+  create, unlock, then `incrementRefCount`, then the stats), `reduceRefCount` (lines 320-376: `getEntry`,
+  `decrementRefCount`, then the write lock around `drainingHashes.remove(stickyHash)` by key and
+  `removed.isBlocking()`, then the stats and the unblocking handler outside it),
+  `shouldBlockStickyKeyHash` (lines 385-419: `getEntry`, then a lazy `remove(stickyKeyHash, entry)` under
+  the write lock when the hash is back with its drainer, else `incrementBlockedCount()` holding no lock),
+  and `startBatch`/`endBatch` (lines 291-316);
+- `PendingAcksMap`, after apache/pulsar 01df066a `.../service/PendingAcksMap.java`: a read/write lock per
+  consumer; `forEach` under the read lock, `remove(l, e)` and `forEachAndClose` under the write lock
+  (the remove handler called inside it), `removeAllUpTo` first under the read lock and again under the
+  write lock when there is something to remove, its handler batch ended inside the write lock;
+- the callers in `PersistentStickyKeyDispatcherMultipleConsumers` (2b258c8c and 0063cdd8): the
+  REMOVE and ADD parts of `registerDrainingHashes` walk the impacted consumer's map with `forEach`, the
+  dispatch's `canDispatchEntry` calls `shouldBlockStickyKeyHash`, and `removeConsumer` closes the
+  leaver's map with `forEachAndClose` (a handler batch with `closing` true). Every dispatcher-side
+  operation runs on the one dispatcher thread (under the dispatcher's monitor, which no other thread
+  here takes, so it is never contended); acks run on a connection thread.
+
+`order` selects the tracker's code: `current` (above); `locked-block`, the fix of
+docs/findings/keyshared-tracker-lost-unblock.md (`shouldBlockStickyKeyHash` takes the write lock and
+counts the block only while the map still holds the entry it read); `pre23854`, the tracker before
+apache/pulsar#23854 (every method `synchronized` on the tracker, the unblocking handler and the stats
+updated inside the monitor, the counters plain ints); and `unserialized`, the current tracker under callers
+that take no PendingAcksMap lock: the one atomicity switch the current order relies on (see the finding),
+dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from reference_impl.concurrent.atomic import AtomicInteger
+from reference_impl.concurrent.executors import java_method, scheduling_point
+from reference_impl.concurrent.locks import ReentrantLock, ReentrantReadWriteLock
+
+ORDERS = ("current", "locked-block", "pre23854", "unserialized")
+LEDGER = 1
+
+
+class NullPointerException(Exception):
+    """A dereference of null, as the JVM would throw it."""
+
+
+class IllegalStateException(Exception):
+    """Java's IllegalStateException."""
+
+
+class _PlainInt:
+    """An `int` field changed only under a monitor (the pre-#23854 entry): no scheduling point of its own."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.value = 0
+
+    def get(self) -> int:
+        return self.value
+
+    def increment_and_get(self) -> int:
+        self.value += 1
+        return self.value
+
+    def decrement_and_get(self) -> int:
+        self.value -= 1
+        return self.value
+
+
+@dataclass(eq=False)
+class Consumer:
+    """The part of Pulsar's Consumer the tracker sees: its id and its map of pending acks."""
+
+    consumer_id: int
+    pending_acks: PendingAcksMap = field(init=False)
+
+    def __repr__(self) -> str:
+        return f"Consumer({self.consumer_id})"
+
+
+class DrainingHashEntry:
+    """A hash draining from `consumer`: how many of its pending acks hold it, how often it blocked others."""
+
+    def __init__(self, consumer: Consumer, atomic: bool) -> None:
+        self.consumer = consumer
+        counter = AtomicInteger if atomic else _PlainInt
+        self.ref_count = counter("entry.refCount")
+        self.blocked_count = counter("entry.blockedCount")
+
+    def increment_ref_count(self) -> None:
+        self.ref_count.increment_and_get()
+
+    def decrement_ref_count(self) -> bool:
+        return self.ref_count.decrement_and_get() == 0
+
+    def increment_blocked_count(self) -> None:
+        self.blocked_count.increment_and_get()
+
+    def is_blocking(self) -> bool:
+        return self.blocked_count.get() > 0
+
+
+class ConsumerDrainingHashesStats:
+    """A consumer's draining-hash statistics under their own read/write lock."""
+
+    def __init__(self, consumer_id: int) -> None:
+        self.stats_lock = ReentrantReadWriteLock(f"stats[{consumer_id}]")
+        self.draining_hashes: set[int] = set()
+        self.draining_hashes_cleared_total = 0
+
+    def add_hash(self, sticky_hash: int) -> None:
+        with self.stats_lock.write_lock().held():
+            self.draining_hashes.add(sticky_hash)
+
+    def clear_hash(self, sticky_hash: int) -> None:
+        with self.stats_lock.write_lock().held():
+            self.draining_hashes.discard(sticky_hash)
+            self.draining_hashes_cleared_total += 1
+
+
+def _deref(entry: DrainingHashEntry | None) -> DrainingHashEntry:
+    if entry is None:
+        raise NullPointerException("removed.isBlocking() on null")
+    return entry
+
+
+class DrainingHashesTracker:
+    """Pulsar's DrainingHashesTracker in the chosen `order` (see the module doc)."""
+
+    def __init__(self, unblocking_handler: Callable[[int], None], order: str) -> None:
+        if order not in ORDERS:
+            raise ValueError(f"unknown tracker order {order!r} (one of {', '.join(ORDERS)})")
+        self.order = order
+        self.unblocking_handler = unblocking_handler
+        self.draining_hashes: dict[int, DrainingHashEntry] = {}
+        self.lock = ReentrantReadWriteLock("tracker")
+        self.monitor = ReentrantLock("tracker")  # pre-#23854: every public method was synchronized
+        self.batch_level = 0
+        self.unblocked_while_batching = False
+        self.consumer_draining_hashes_stats_map: dict[int, ConsumerDrainingHashesStats] = {}
+
+    @contextmanager
+    def _synchronized(self) -> Iterator[None]:
+        """The pre-#23854 `synchronized` method body; today's methods take their locks inside instead."""
+        if self.order != "pre23854":
+            yield
+            return
+        with self.monitor.held():
+            yield
+
+    def _stats(self, consumer: Consumer) -> ConsumerDrainingHashesStats | None:
+        return self.consumer_draining_hashes_stats_map.get(consumer.consumer_id)
+
+    @java_method("addEntry")
+    def add_entry(self, consumer: Consumer, sticky_hash: int) -> None:
+        if sticky_hash == 0:
+            raise ValueError("Sticky hash cannot be 0")
+        if self.order == "pre23854":
+            with self._synchronized():
+                entry, added_stats = self._get_or_create(consumer, sticky_hash)
+                if added_stats is not None:
+                    added_stats.add_hash(sticky_hash)  # inside the monitor, as before #23854
+                entry.increment_ref_count()
+            return
+        with self.lock.write_lock().held():
+            entry, added_stats = self._get_or_create(consumer, sticky_hash)
+        entry.increment_ref_count()
+        if added_stats is not None:
+            added_stats.add_hash(sticky_hash)
+
+    def _get_or_create(
+        self, consumer: Consumer, sticky_hash: int
+    ) -> tuple[DrainingHashEntry, ConsumerDrainingHashesStats | None]:
+        """The map half of addEntry, under the tracker's lock: the entry, and the consumer's stats if it was created."""
+        entry = self.draining_hashes.get(sticky_hash)
+        if entry is None:
+            entry = DrainingHashEntry(consumer, atomic=self.order != "pre23854")
+            self.draining_hashes[sticky_hash] = entry
+            stats = self.consumer_draining_hashes_stats_map.setdefault(
+                consumer.consumer_id, ConsumerDrainingHashesStats(consumer.consumer_id))
+            return entry, stats
+        if entry.consumer is not consumer:
+            raise IllegalStateException(f"Consumer {entry.consumer} is already draining hash {sticky_hash}")
+        return entry, None
+
+    @java_method("startBatch")
+    def start_batch(self) -> None:
+        with self._synchronized(), self._write_locked():
+            self.batch_level += 1
+
+    @java_method("endBatch")
+    def end_batch(self) -> None:
+        notify = False
+        with self._synchronized():
+            with self._write_locked():
+                self.batch_level -= 1
+                if self.batch_level == 0 and self.unblocked_while_batching:
+                    self.unblocked_while_batching = False
+                    notify = True
+            if notify and self.order == "pre23854":
+                self.unblocking_handler(-1)
+        if notify and self.order != "pre23854":
+            self.unblocking_handler(-1)
+
+    @contextmanager
+    def _write_locked(self) -> Iterator[None]:
+        """Today's write lock; nothing more inside the pre-#23854 monitor."""
+        if self.order == "pre23854":
+            yield
+            return
+        with self.lock.write_lock().held():
+            yield
+
+    @java_method("reduceRefCount")
+    def reduce_ref_count(self, consumer: Consumer, sticky_hash: int, closing: bool) -> None:
+        if sticky_hash == 0:
+            return
+        with self._synchronized():
+            entry = self._get_entry(sticky_hash)
+            if entry is None:
+                return
+            if entry.consumer is not consumer:
+                raise IllegalStateException(f"Consumer {entry.consumer} is already draining hash {sticky_hash}")
+            if not entry.decrement_ref_count():
+                return
+            notify = False
+            with self._write_locked():
+                removed = self.draining_hashes.pop(sticky_hash, None)  # remove(stickyHash): by key
+                if not closing and _deref(removed).is_blocking():
+                    if self.batch_level > 0:
+                        self.unblocked_while_batching = True
+                    else:
+                        notify = True
+                if self.order == "pre23854":
+                    self._clear_stats(consumer, sticky_hash)
+                    if notify:
+                        self.unblocking_handler(sticky_hash)
+                    return
+        self._clear_stats(consumer, sticky_hash)
+        if notify:
+            self.unblocking_handler(sticky_hash)
+
+    def _clear_stats(self, consumer: Consumer, sticky_hash: int) -> None:
+        stats = self._stats(consumer)
+        if stats is not None:
+            stats.clear_hash(sticky_hash)
+
+    @java_method("shouldBlockStickyKeyHash")
+    def should_block_sticky_key_hash(self, consumer: Consumer, sticky_key_hash: int) -> bool:
+        if sticky_key_hash == 0:
+            return False
+        with self._synchronized():
+            entry = self._get_entry(sticky_key_hash)
+            if entry is None:
+                return False
+            if entry.consumer is consumer:  # the hash came back to its drainer: drop the entry
+                with self._write_locked():
+                    if self.draining_hashes.get(sticky_key_hash) is entry:  # remove(stickyKeyHash, entry)
+                        del self.draining_hashes[sticky_key_hash]
+                    if self.order == "pre23854":
+                        self._clear_stats(consumer, sticky_key_hash)
+                        return False
+                self._clear_stats(consumer, sticky_key_hash)
+                return False
+            if self.order == "locked-block":  # the fix: count the block only while the entry is still there
+                with self.lock.write_lock().held():
+                    if self.draining_hashes.get(sticky_key_hash) is not entry:
+                        return False
+                    entry.increment_blocked_count()
+                return True
+            entry.increment_blocked_count()
+            return True
+
+    def _get_entry(self, sticky_key_hash: int) -> DrainingHashEntry | None:
+        """getEntry: under the read lock today; plain inside the pre-#23854 monitor."""
+        if sticky_key_hash == 0:
+            return None
+        if self.order == "pre23854":
+            return self.draining_hashes.get(sticky_key_hash)
+        with self.lock.read_lock().held():
+            return self.draining_hashes.get(sticky_key_hash)
+
+    @java_method("getEntry")
+    def get_entry(self, sticky_key_hash: int) -> DrainingHashEntry | None:
+        with self._synchronized():
+            return self._get_entry(sticky_key_hash)
+
+    def consumer_removed(self, consumer: Consumer) -> None:
+        self.consumer_draining_hashes_stats_map.pop(consumer.consumer_id, None)
+
+
+PendingAcksConsumer = Callable[[int, int, int, int], None]
+"""accept(ledgerId, entryId, batchSize, stickyKeyHash)."""
+
+
+class PendingAcksRemoveHandler:
+    """What the dispatcher installs on a consumer's map: removals reduce the tracker's ref counts."""
+
+    def __init__(self, tracker: DrainingHashesTracker) -> None:
+        self.tracker = tracker
+
+    def handle_removing(self, consumer: Consumer, sticky_key_hash: int, closing: bool) -> None:
+        self.tracker.reduce_ref_count(consumer, sticky_key_hash, closing)
+
+    def start_batch(self) -> None:
+        self.tracker.start_batch()
+
+    def end_batch(self) -> None:
+        self.tracker.end_batch()
+
+
+class PendingAcksMap:
+    """A consumer's pending acks `entry id -> (batch size, sticky hash)` on one ledger, under a read/write lock.
+
+    `serialized=False` is the `unserialized` order: callers and the map take no lock at all.
+    """
+
+    def __init__(self, consumer: Consumer, handler: PendingAcksRemoveHandler, serialized: bool) -> None:
+        self.consumer = consumer
+        self.handler = handler
+        self.serialized = serialized
+        self.lock = ReentrantReadWriteLock(f"map[{consumer.consumer_id}]")
+        self.pending_acks: dict[int, tuple[int, int]] = {}
+        self.closed = False
+
+    @contextmanager
+    def _locked(self, write: bool) -> Iterator[None]:
+        if not self.serialized:
+            yield
+            return
+        with (self.lock.write_lock() if write else self.lock.read_lock()).held():
+            yield
+
+    def put(self, entry_id: int, sticky_key_hash: int) -> None:
+        """Seed a pending ack before any thread runs (the harness's setup, not a dispatch)."""
+        self.pending_acks[entry_id] = (1, sticky_key_hash)
+
+    @java_method("forEach")
+    def for_each(self, processor: PendingAcksConsumer) -> None:
+        with self._locked(write=False):
+            for entry_id, (batch_size, sticky_key_hash) in sorted(self.pending_acks.items()):
+                processor(LEDGER, entry_id, batch_size, sticky_key_hash)
+
+    @java_method("remove")
+    def remove(self, ledger_id: int, entry_id: int) -> bool:
+        with self._locked(write=True):
+            removed = self.pending_acks.pop(entry_id, None) if ledger_id == LEDGER else None
+            if removed is None:
+                return False
+            self.handler.handle_removing(self.consumer, removed[1], self.closed)
+            return True
+
+    @java_method("forEachAndClose")
+    def for_each_and_close(self, processor: PendingAcksConsumer) -> None:
+        with self._locked(write=True):
+            self.closed = True
+            try:
+                self.handler.start_batch()
+                for entry_id, (batch_size, sticky_key_hash) in sorted(self.pending_acks.items()):
+                    processor(LEDGER, entry_id, batch_size, sticky_key_hash)
+                    self.handler.handle_removing(self.consumer, sticky_key_hash, self.closed)
+            finally:
+                self.handler.end_batch()
+            self.pending_acks.clear()
+
+    @java_method("removeAllUpTo")
+    def remove_all_up_to(self, mark_delete_ledger_id: int, mark_delete_entry_id: int) -> None:
+        """Under the read lock first; again under the write lock if anything is at or below mark-delete."""
+        if self._remove_all_up_to(mark_delete_ledger_id, mark_delete_entry_id, write=False):
+            self._remove_all_up_to(mark_delete_ledger_id, mark_delete_entry_id, write=True)
+
+    def _remove_all_up_to(self, mark_delete_ledger_id: int, mark_delete_entry_id: int, write: bool) -> bool:
+        """One pass; True when a read-locked pass found something to remove (retry under the write lock)."""
+        with self._locked(write):
+            bound = (mark_delete_ledger_id, mark_delete_entry_id)
+            doomed = sorted(e for e in self.pending_acks if (LEDGER, e) <= bound)
+            if doomed and not write and self.serialized:
+                return True
+            batch_started = False
+            try:
+                for entry_id in doomed:
+                    if not batch_started:
+                        self.handler.start_batch()
+                        batch_started = True
+                    removed = self.pending_acks.get(entry_id)
+                    if removed is not None:  # unserialized, a concurrent close may have taken it already
+                        self.handler.handle_removing(self.consumer, removed[1], self.closed)
+                        self.pending_acks.pop(entry_id, None)
+            finally:
+                if batch_started:
+                    self.handler.end_batch()
+            return False
+
+
+class StickyKeyDispatcher:
+    """The dispatcher's side of PersistentStickyKeyDispatcherMultipleConsumers that drives the tracker.
+
+    The selector is reduced to who owns each hash (`owners`). `join`, `remove_consumer` and `dispatch` run on
+    the dispatcher thread, `ack` and `ack_up_to` on a consumer's connection thread.
+    """
+
+    def __init__(self, order: str, consumer_ids: tuple[int, ...], owners: dict[int, int]) -> None:
+        self.order = order
+        self.unblocked: list[int] = []  # every stickyKeyHashUnblocked call, in order
+        self.tracker = DrainingHashesTracker(self.sticky_key_hash_unblocked, order)
+        self.handler = PendingAcksRemoveHandler(self.tracker)
+        self.consumers: dict[int, Consumer] = {}
+        for cid in consumer_ids:
+            self._new_consumer(cid)
+        self.owners = dict(owners)
+        self.replay: list[int] = []  # redeliveryMessages: entry ids the closed consumers' maps handed back
+
+    def _new_consumer(self, consumer_id: int) -> Consumer:
+        consumer = Consumer(consumer_id)
+        consumer.pending_acks = PendingAcksMap(consumer, self.handler, serialized=self.order != "unserialized")
+        self.consumers[consumer_id] = consumer
+        return consumer
+
+    def sticky_key_hash_unblocked(self, sticky_key_hash: int) -> None:
+        """The tracker's UnblockingHandler: upstream reschedules a read (an executor submission, so a point)."""
+        scheduling_point("stickyKeyHashUnblocked")
+        self.unblocked.append(sticky_key_hash)
+
+    @java_method("registerDrainingHashes")
+    def register_draining_hashes(self, impacted: Consumer, sticky_hash: int, adding: bool) -> None:
+        """The consumer `impacted` gained (`adding`, the ADD part) or lost `sticky_hash`'s range."""
+
+        def process(_ledger_id: int, _entry_id: int, _batch_size: int, pending_hash: int) -> None:
+            if pending_hash != sticky_hash:
+                return
+            if adding:  # reduce the ref count in case the hash came back to its drainer
+                entry = self.tracker.get_entry(sticky_hash)
+                if entry is not None and entry.consumer is impacted:
+                    self.tracker.reduce_ref_count(impacted, sticky_hash, False)
+            else:
+                self.tracker.add_entry(impacted, sticky_hash)
+
+        impacted.pending_acks.for_each(process)
+
+    def join(self, consumer_id: int, sticky_hash: int) -> None:
+        """addConsumer: a new consumer object takes the hash; the REMOVE part runs for the one that lost it (the
+        joiner itself is upstream's skipConsumer)."""
+        loser = self.consumers[self.owners[sticky_hash]]
+        self._new_consumer(consumer_id)
+        self.owners[sticky_hash] = consumer_id
+        self.register_draining_hashes(loser, sticky_hash, adding=False)
+
+    def dispatch(self, sticky_hash: int) -> bool:
+        """canDispatchEntry's draining check for the hash's owner: True if the hash is blocked."""
+        return self.tracker.should_block_sticky_key_hash(self.consumers[self.owners[sticky_hash]], sticky_hash)
+
+    def remove_consumer(self, consumer_id: int) -> None:
+        """removeConsumer: the selector gives the leaver's hashes to the other consumer, the leaver's map is closed
+        into replay (a handler batch, `closing` true), then the ADD part for the heir and the stats are dropped."""
+        leaver = self.consumers[consumer_id]
+        heir = next(c for c in self.consumers.values() if c is not leaver)
+        moved = sorted(h for h, owner in self.owners.items() if owner == consumer_id)
+        for h in moved:
+            self.owners[h] = heir.consumer_id
+        leaver.pending_acks.for_each_and_close(lambda _l, entry_id, _b, _h: self.replay.append(entry_id))
+        for h in moved:
+            self.register_draining_hashes(heir, h, adding=True)
+        self.tracker.consumer_removed(leaver)
+
+    def ack(self, consumer_id: int, entry_id: int) -> bool:
+        """An individual ack on the consumer's connection thread: PendingAcksMap.remove."""
+        return self.consumers[consumer_id].pending_acks.remove(LEDGER, entry_id)
+
+    def ack_up_to(self, consumer_id: int, entry_id: int) -> None:
+        """Mark-delete moved to `entry_id` (a cumulative ack): removeAllUpTo, one handler batch."""
+        self.consumers[consumer_id].pending_acks.remove_all_up_to(LEDGER, entry_id)
