@@ -502,6 +502,7 @@ class KeySharedLocksModel:
             "replay": list(state.replay),
             "blocks": list(state.blocks),
             "threads": [[names[i], self.next_label(state, i)] for i in (0, 1)],
+            "broken": list(state.broken),
         }
 
 

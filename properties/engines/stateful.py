@@ -92,8 +92,14 @@ def build_state_machine(
         do.__name__ = f"do_{name}"
         return do
 
+    @precondition(lambda self: not self.enabled_now())
+    @rule()
+    def finished(self: Any) -> None:
+        """A terminal state (every script done): nothing to take, and Hypothesis needs a rule it may run."""
+
     for action_name in action_names:
         setattr(LockstepMachine, f"do_{action_name}", make_rule(action_name))
+    LockstepMachine.finished = finished  # type: ignore[attr-defined]
     return LockstepMachine
 
 

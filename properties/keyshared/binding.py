@@ -14,9 +14,9 @@ is the reference's `begin_read`/`complete_read`.
 
 A configuration with `scope: tracker` selects the smaller scope of `PendingAcksMap` and
 `DrainingHashesTracker` alone (`models/keyshared_tracker.py`, `properties/keyshared/tracker.py`), and
-`scope: locks` the tracker at lock granularity (`models/keyshared_locks.py`), which is model-only: the
-reference's tracker runs each method in one critical section, so it has none of the lock-separated
-steps that model interleaves and cannot replay them.
+`scope: locks` the tracker and its callers at upstream's lock granularity (`models/keyshared_locks.py`),
+replayed on `reference_impl/keyshared/lock_level.py` stepped by the deterministic scheduler
+(`properties/keyshared/locks.py`).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from properties.engines.mechanism import Mechanism, Property
 from properties.keyshared import coverage as keyshared_coverage
 from properties.keyshared import proofs as keyshared_z3
 from properties.keyshared import protocol as keyshared_protocol
+from properties.keyshared.locks import KeySharedLocksReference
 from properties.keyshared.tracker import KeySharedTrackerReference
 from reference_impl.keyshared import LEDGER_ID, Consumer, KeySharedDispatcher, Position, ReadOp
 
@@ -382,35 +383,39 @@ HYPOTHESIS_CONFIGS: dict[str, Mapping[str, Param]] = {
 }
 
 
-# The lock scope (models/keyshared_locks.py): the dispatcher thread moves the hash away, back and away
-# again with dispatches between, while the ack thread acks the drainer's two pending acks. Each order is
-# its own configuration (the order is the tracker's code, not a dispatcher variant), all on this script,
-# whose shortest lost wake-up is the 20 steps of the finding.
+# The lock scope (models/keyshared_locks.py), replayed on the upstream-granularity reference
+# (reference_impl/keyshared/lock_level.py). `locks` moves the hash away, back and away again with dispatches
+# between while the acker acks the drainer's two pending acks; `locks-batch` ends the draining with a cumulative
+# ack (removeAllUpTo's handler batch) and then the drainer's own departure (a closing batch). Each order is its
+# own configuration: the order is the tracker's code, not a dispatcher variant.
 LOCKS_FINDING = "docs/findings/keyshared-tracker-lost-unblock.md"
-_LOCKS_SCRIPT = ("move 2", "block", "block", "move 1", "block", "move 2", "block")
+_LOCKS_SCRIPT = {"dispatcher": ("join 2", "block", "block", "leave 2", "block", "join 2", "block"),
+                 "acker": ("ack 0", "ack 1")}
+_LOCKS_BATCH = {"dispatcher": ("join 2", "block", "leave 1", "block"), "acker": ("ack-up-to 1",)}
 LOCKS_EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
-    name: {**LOCKS_DEFAULT_CONFIG, "order": order, "dispatcher": _LOCKS_SCRIPT}
-    for name, order in (("locks", "current"), ("locks-fix", "locked-block"), ("locks-pre23854", "pre23854"),
-                        ("locks-unserialized", "unserialized"))
+    name: {**LOCKS_DEFAULT_CONFIG, **script, "order": order}
+    for name, order, script in (("locks", "current", _LOCKS_SCRIPT), ("locks-batch", "current", _LOCKS_BATCH),
+                                ("locks-fix", "locked-block", _LOCKS_SCRIPT),
+                                ("locks-fix-batch", "locked-block", _LOCKS_BATCH),
+                                ("locks-pre23854", "pre23854", _LOCKS_SCRIPT),
+                                ("locks-unserialized", "unserialized", _LOCKS_SCRIPT))
 }
 LOCKS_FINDINGS: dict[str, Mapping[str, str]] = {
     "locks": {"LK-6": LOCKS_FINDING},  # upstream's current order loses a wake-up
-    "locks-pre23854": {"LK-4": LOCKS_FINDING, "LK-6": LOCKS_FINDING},  # the twin: callbacks under the tracker lock
+    "locks-batch": {"LK-6": LOCKS_FINDING},  # also when the drainer's last ack is a cumulative one
+    "locks-pre23854": {"LK-4": LOCKS_FINDING},  # the twin: handler and stats inside the synchronized methods
     # the twin: callers without the PendingAcksMap lock
     "locks-unserialized": {name: LOCKS_FINDING for name in ("LK-1", "LK-2", "LK-3", "LK-5", "LK-6")},
 }
-"""What each lock configuration must break (see Mechanism.findings); `locks-fix` must break nothing."""
-# Hypothesis samples a longer run than the explorer's, upstream's order, on LK-1..LK-5: LK-6, the known
-# finding the explorer reports, would end every run at its first lost wake-up.
+"""What each lock configuration must break (see Mechanism.findings); the `locks-fix*` ones must break nothing."""
+# Hypothesis samples longer runs than the explorer's, upstream's order, on LK-1..LK-5: LK-6, the known finding
+# the explorer reports, would end every run at its first lost wake-up.
 LOCKS_HYPOTHESIS_CONFIG: dict[str, Param] = {
-    **LOCKS_DEFAULT_CONFIG, "pending": 4, "acks": 3, "unchecked": ("LK-6",),
-    "dispatcher": ("block", "move 2", "block", "block", "move 1", "block", "move 2", "block", "move 1", "block",
-                   "move 2", "block"),
+    **LOCKS_DEFAULT_CONFIG, "pending": 4, "unchecked": ("LK-6",),
+    "dispatcher": ("block", "join 2", "block", "block", "leave 2", "block", "join 2", "block", "leave 2", "block",
+                   "join 2", "block", "leave 1", "block"),
+    "acker": ("ack 1", "ack 0", "ack-up-to 2", "ack 3"),
 }
-
-
-MODEL_ONLY = {"keyshared/locks": "the reference's tracker runs each method in one critical section, so it has "
-                                 "no lock-granular steps to replay"}
 
 
 def _scope(config: Mapping[str, Param] | None) -> Param | None:
@@ -429,7 +434,7 @@ def make_model(config: Mapping[str, Param] | None, variant: str) -> Model[Any]:
 def make_reference(config: Mapping[str, Param] | None, variant: str) -> Implementation:
     scope = _scope(config)
     if scope == "locks":
-        raise ValueError(f"keyshared has no reference at the lock scope: {MODEL_ONLY['keyshared/locks']}")
+        return KeySharedLocksReference(config, variant)
     if scope == "tracker":
         return KeySharedTrackerReference(config, variant)
     return KeySharedReference(config, variant)
@@ -472,5 +477,4 @@ MECHANISM = Mechanism(
     vocabularies=keyshared_protocol.VOCABULARIES,
     scope_of=keyshared_protocol.scope_of,
     findings=LOCKS_FINDINGS,
-    model_only=MODEL_ONLY,
 )

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 from models.core import Json, Param
 from models.keyshared import CAME_BACK, DEFAULT_CONFIG, PROMOTED, UNBLOCKED_IN_PASS, claims, sticky_hash
-from models.keyshared_locks import A_UNLOCK, LOCK_MAP, R_GET, R_LOCK_REMOVE, R_UNLOCK, S_GET, S_LOCK_DECIDE
+from models.keyshared_locks import HASH
 from models.keyshared_tracker import ACROSS_LEDGERS, HASH_NOT_SET, KEPT_MISMATCH, OVERWROTE
 from properties.engines.coverage import as_int, as_list
 from properties.engines.mechanism import Interesting, Predicate, Vars
@@ -77,16 +77,19 @@ class _Locks:
     """The lock scope's variables, as far as the marks read them (absent in the other scopes)."""
 
     def __init__(self, v: Vars) -> None:
-        self.threads = [as_list(t) for t in as_list(v.get("threads"))]
-        self.entries = [as_list(e) for e in as_list(v.get("entries"))]
-        self.slot, self.owner = as_int(v.get("slot")), as_int(v.get("owner"))
-        self.tracker_lock, self.map_lock = as_int(v.get("tracker_lock")), as_int(v.get("map_lock"))
+        self.labels = {as_list(t)[0]: as_list(t)[1] for t in as_list(v.get("threads"))}
+        self.locks = v.get("locks")
+        self.draining = [as_list(d) for d in as_list(v.get("draining"))]
+        self.unblocked = as_list(v.get("unblocked"))
+        self.broken = as_list(v.get("broken"))
 
-    def next(self, thread: int) -> Json:
-        return self.threads[thread][0]
+    def held(self, lock: str) -> list[Json]:
+        return as_list(self.locks[lock]) if isinstance(self.locks, dict) else []
 
-    def entry(self, thread: int) -> int:
-        return as_int(self.threads[thread][1])
+    def waits(self, suffix: str, lock: str) -> bool:
+        """A thread is about to take `lock` (its next label ends with `suffix`) while the other holds it."""
+        return any(str(label).endswith(suffix) and self.held(lock) and name not in self.held(lock)
+                   for name, label in self.labels.items())
 
 
 def _locks(order: str, holds: Callable[[_Locks], bool]) -> Predicate:
@@ -95,45 +98,31 @@ def _locks(order: str, holds: Callable[[_Locks], bool]) -> Predicate:
     return lambda c, v: c.get("order") == order and "threads" in v and holds(_Locks(v))
 
 
-def _raced(s: _Locks) -> bool:
-    """A reduceRefCount took its entry to 0 outside the write lock while the other thread holds that entry."""
-    return any(s.next(i) == R_LOCK_REMOVE and s.entry(i) != -1 and s.entry(1 - i) == s.entry(i) for i in (0, 1))
-
-
-def _lost(s: _Locks) -> bool:
-    """An entry the map no longer holds was blocked after its removal decided not to unblock (LK-6)."""
-    return any(k != s.slot and as_int(e[2]) > 0 and e[3] is False for k, e in enumerate(s.entries))
-
-
-def _fix_declined(s: _Locks) -> bool:
-    """locked-block: the dispatch's locked check is next, on an entry of the other consumer already removed."""
-    k = s.entry(0)
-    return s.next(0) == S_LOCK_DECIDE and k != -1 and k != s.slot and as_int(s.entries[k][0]) != s.owner
-
-
 LOCK_MARKS = (
-    Interesting("a reduceRefCount took an entry to 0 that the other thread had read",
-                _locks("current", _raced)),
-    Interesting("a dispatch was blocked by an entry already removed (the lost wake-up)",
-                _locks("current", _lost)),
-    Interesting("an entry's removal saw a blocked dispatch (an unblocking call follows)",
-                _locks("current", lambda s: any(e[3] is True for e in s.entries))),
     Interesting("a dispatch was blocked by a mapped draining entry",
-                _locks("current", lambda s: s.slot != -1 and as_int(s.entries[s.slot][2]) > 0)),
+                _locks("current", lambda s: any(as_int(d[3]) > 0 for d in s.draining))),
+    Interesting("a dispatch was blocked by an entry already removed (the lost wake-up)",
+                _locks("current", lambda s: "LK-6" in s.broken)),
+    Interesting("an entry's removal saw a blocked dispatch and called the unblocking handler",
+                _locks("current", lambda s: HASH in s.unblocked)),
+    Interesting("a handler batch ended with an unblocking call (-1)",
+                _locks("current", lambda s: -1 in s.unblocked)),
+    Interesting("a reduceRefCount read isBlocking after removing its entry",
+                _locks("current", lambda s: "reduceRefCount: entry.blockedCount.get" in s.labels.values())),
     Interesting("a thread waited for the PendingAcksMap lock the other held",
-                _locks("current", lambda s: any(s.next(i) == LOCK_MAP and s.map_lock == 1 - i for i in (0, 1)))),
+                _locks("current", lambda s: s.waits("map[1].writeLock.lock", "map[1]"))),
     Interesting("a getEntry waited for the write lock the other thread held",
-                _locks("current", lambda s: any(s.next(i) in (R_GET, S_GET) and s.tracker_lock == 1 - i
-                                                for i in (0, 1)))),
-    Interesting("registerDrainingHashes' ADD removed the entry",
-                _locks("current", lambda s: s.next(0) == R_UNLOCK and s.tracker_lock == 0)),
+                _locks("current", lambda s: s.waits("tracker.readLock.lock", "tracker"))),
     Interesting("an addEntry found the entry already mapped",
-                _locks("current", lambda s: s.next(0) == A_UNLOCK and as_int(s.entries[s.entry(0)][1]) > 0)),
-    Interesting("the fix's locked check met an entry already removed", _locks("locked-block", _fix_declined)),
+                _locks("current", lambda s: s.labels.get("dispatcher") == "addEntry: entry.refCount.incrementAndGet"
+                       and any(as_int(d[2]) > 0 for d in s.draining))),
+    Interesting("the fix's locked check came after the entry it read was removed",
+                _locks("locked-block", lambda s: s.labels.get("dispatcher") ==
+                       "shouldBlockStickyKeyHash: tracker.writeLock.lock" and not s.draining)),
 )
-"""The lock scope's marks. Not among them, because upstream's order never reaches them (the explorer shows
-it): a reduceRefCount decrementing while the other thread holds the write lock, and the lazy removal in
-shouldBlockStickyKeyHash; only the unserialized twin reaches them."""
+"""The lock scope's marks (models/keyshared_locks.py). Not among them, because upstream's order never reaches
+them (the explorer shows it): a reduceRefCount decrementing while the other thread holds the write lock, and the
+lazy removal in shouldBlockStickyKeyHash; only the unserialized twin reaches them."""
 
 
 INTERESTING = (

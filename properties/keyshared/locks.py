@@ -112,6 +112,7 @@ class KeySharedLocksReference:
             "replay": list(d.replay),
             "blocks": list(self.blocks),
             "threads": [[name, self._label(name)] for name in THREADS],
+            "broken": sorted(self.broken),
         }
 
     def violations(self) -> list[str]:

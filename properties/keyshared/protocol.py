@@ -243,44 +243,52 @@ KEYSHARED_TRACKER = Vocabulary(
     },
 )
 
-_STEP = "the instruction the thread runs (one atomic step: see models/keyshared_locks.py)"
+_STEP = ("the operation the thread is about to perform, as the Java method and the lock or atomic it touches "
+         "(e.g. 'reduceRefCount: tracker.writeLock.lock'): one step runs it and the thread's code up to its next "
+         "scheduling point (see models/keyshared_locks.py)")
+_HOLDERS = "the threads holding it (the writer first), by name"
 KEYSHARED_LOCKS = Vocabulary(
     config={
-        "scope": '"locks": DrainingHashesTracker at lock granularity, two threads on one hash',
-        "order": "the tracker's code: current (upstream today), pre23854 (callback and stats under the write "
-                 "lock), unserialized (callers without the PendingAcksMap lock), locked-block (the proposed fix)",
-        "pending": "consumer 1's pending acks of the hash at the start (it owns the hash)",
-        "dispatcher": "the dispatcher thread's script: 'move 2' / 'move 1' (the hash moves, then "
-                      "registerDrainingHashes' REMOVE / ADD part) and 'block' (shouldBlockStickyKeyHash)",
-        "acks": "how many of consumer 1's pending acks the ack thread acks, one PendingAcksMap.remove each",
+        "scope": '"locks": DrainingHashesTracker, PendingAcksMap and their callers at upstream\'s lock granularity',
+        "order": "the tracker's code: current (upstream today), locked-block (the proposed fix), pre23854 (every "
+                 "method synchronized, handler and stats inside), unserialized (callers without the PendingAcksMap "
+                 "lock)",
+        "pending": "consumer 1's pending acks of the hash at the start (entries 0 .. pending-1; it owns the hash)",
+        "dispatcher": "the dispatcher thread's script: 'join 2' (consumer 2 joins and takes the hash: the REMOVE "
+                      "part of registerDrainingHashes), 'leave 2' (it leaves: its map is closed, then the ADD part "
+                      "for consumer 1), 'leave 1' (the drainer leaves: its acks released with closing) and 'block' "
+                      "(shouldBlockStickyKeyHash for the owner)",
+        "acker": "consumer 1's connection thread's script: 'ack N' (PendingAcksMap.remove) and 'ack-up-to N' "
+                 "(removeAllUpTo, a handler batch)",
         "unchecked": "invariants left out (a known finding that would end every Hypothesis run)",
     },
     vars={
         "owner": "the consumer owning the hash (1 or 2)",
-        "pending": "consumer 1's pending acks of the hash",
-        "slot": "the entry the tracker's map holds for the hash (an index into entries), -1 if none",
-        "entries": "every DrainingHashEntry created, in creation order (threads may hold ones the map dropped)",
-        "entries[]": "[consumer, ref_count, blocked, unblocks] one entry",
-        "entries[].consumer": "the consumer draining it",
-        "entries[].ref_count": "its ref count",
-        "entries[].blocked": "its blocked count",
-        "entries[].unblocks": "its removal decided to call the unblocking handler",
-        "tracker_lock": "the thread holding the tracker's write lock (0 dispatcher, 1 ack thread), -1 if free",
-        "map_lock": "the thread holding consumer 1's PendingAcksMap lock, -1 if free",
-        "threads": "the dispatcher thread, then the ack thread",
-        "threads[]": "[next, entry, left] one thread",
-        "threads[].next": "its next instruction, or done",
-        "threads[].entry": "the entry it holds a reference to (an index into entries), -1 for null",
-        "threads[].left": "forEach iterations left",
+        "pending": "each consumer's pending acks of the hash (entry ids), consumer 1 first",
+        "pending[]": "one consumer's, ascending",
+        "closed": "each consumer's map was closed (forEachAndClose)",
+        "draining": "the tracker's entry for the hash, as [hash, consumer, ref_count, blocked_count], or nothing",
+        "batch_level": "the tracker's batch nesting",
+        "unblocked_while_batching": "a removal inside a batch decided to unblock",
+        "stats": "[consumer, hashes] of each consumer the stats map holds",
+        "locks": "who holds the tracker's lock (its write lock, or the monitor before #23854) and each map's",
+        "locks.tracker": _HOLDERS,
+        "locks.map[1]": _HOLDERS,
+        "locks.map[2]": _HOLDERS,
+        "unblocked": "the unblocking handler's calls in order (the hash, or -1 when a batch ends)",
+        "replay": "entry ids the closed maps handed to redelivery, in order",
+        "blocks": "each finished dispatch's verdict (true: blocked), in order",
+        "threads": "[name, next operation or done] of the dispatcher thread, then the acker",
         "broken": "invariants a step broke (they stay broken)",
         "broken[]": "an invariant name",
     },
     actions={
-        "dispatcher": ActionDoc("the dispatcher thread runs its next instruction",
-                                "its script is not done and the lock the instruction takes is free",
+        "dispatcher": ActionDoc("the dispatcher thread runs to its next scheduling point",
+                                "its script is not done and the lock its next operation takes is free to it",
                                 {"step": _STEP}),
-        "acker": ActionDoc("the ack thread runs its next instruction",
-                           "it has acks left and the lock the instruction takes is free", {"step": _STEP}),
+        "acker": ActionDoc("the acker thread runs to its next scheduling point",
+                           "its script is not done and the lock its next operation takes is free to it",
+                           {"step": _STEP}),
     },
     observation={},
 )
