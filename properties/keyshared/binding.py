@@ -452,6 +452,7 @@ MECHANISM = Mechanism(
     twins={"classic": "KS-I1", "pip282": "KS-I1"},
     reference_judges={
         "keyshared": ("KS-I1", "KS-I2", "KS-I4", "KS-I8"), "keyshared/tracker": ("KS-I1", "KS-I2", "KS-I3"),
+        "keyshared/locks": ("LK-1", "LK-2", "LK-3", "LK-4", "LK-5", "LK-6"),
     },
     beyond_model={
         "KS-I8": Property("the ring is canonical: each point selects its earliest-joined claimer, the others collide "
