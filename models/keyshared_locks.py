@@ -43,7 +43,7 @@ A configuration may leave invariants ``unchecked`` (Hypothesis ends a run at its
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
 
@@ -404,16 +404,17 @@ def _owners(script: tuple[str, ...]) -> tuple[int, ...]:
 
 def _script(config: Mapping[str, Param], name: str, pending: int) -> tuple[str, ...]:
     script = config[name]
-    if not isinstance(script, tuple) or not all(isinstance(op, str) for op in script):
+    ops = [op for op in script if isinstance(op, str)] if isinstance(script, tuple) else []
+    if not isinstance(script, tuple) or len(ops) != len(script):
         raise ValueError(f"keyshared lock config {name} must be a tuple of operations")
-    for op in script:
+    for op in ops:
         word, _, arg = op.partition(" ")
         ok = op in DISPATCHER_OPS if name == "dispatcher" else (
             word in ("ack", "ack-up-to") and arg.isdigit() and int(arg) < pending)
         if not ok:
             allowed = ", ".join(DISPATCHER_OPS) if name == "dispatcher" else f"'ack N', 'ack-up-to N' (N < {pending})"
             raise ValueError(f"keyshared lock config {name}: {op!r} is not one of {allowed}")
-    return tuple(script)
+    return tuple(ops)
 
 
 class KeySharedLocksModel:
@@ -483,7 +484,6 @@ class KeySharedLocksModel:
         return state
 
     def vars(self, state: LocksState) -> dict[str, Json]:
-        names = THREADS
         entry = state.entries[state.slot] if state.slot != -1 else None
         return {
             "owner": state.owner,
@@ -493,17 +493,19 @@ class KeySharedLocksModel:
             "batch_level": state.batch_level,
             "unblocked_while_batching": state.unblocked_while_batching,
             "stats": [[c + 1, list(hashes)] for c, hashes in enumerate(state.stats) if hashes is not None],
-            "locks": {
-                "tracker": [] if state.tracker_lock == -1 else [names[state.tracker_lock]],
-                **{f"map[{c + 1}]": ([names[state.map_writer[c]]] if state.map_writer[c] != -1 else [])
-                   + [names[r] for r in state.map_readers[c]] for c in (0, 1)},
-            },
+            "locks": {"tracker": _names([state.tracker_lock] if state.tracker_lock != -1 else []),
+                      **{f"map[{c + 1}]": _names(([state.map_writer[c]] if state.map_writer[c] != -1 else [])
+                                                 + list(state.map_readers[c])) for c in (0, 1)}},
             "unblocked": list(state.unblocked),
             "replay": list(state.replay),
             "blocks": list(state.blocks),
-            "threads": [[names[i], self.next_label(state, i)] for i in (0, 1)],
+            "threads": [[THREADS[i], self.next_label(state, i)] for i in (0, 1)],
             "broken": list(state.broken),
         }
+
+
+def _names(threads: list[int]) -> list[Json]:
+    return [THREADS[i] for i in threads]
 
 
 def _unbroken(name: str) -> Callable[[LocksState], bool]:
@@ -574,7 +576,7 @@ class _Run:
         if entry.ref_count < 0:
             self.broken.add("LK-1")
 
-    def _regs(self, **changes: object) -> None:
+    def _regs(self, **changes: Any) -> None:
         self.regs = self.regs._replace(**changes)
 
     def _mine(self, index: int, consumer: int) -> bool:

@@ -99,7 +99,7 @@ def build_state_machine(
 
     for action_name in action_names:
         setattr(LockstepMachine, f"do_{action_name}", make_rule(action_name))
-    LockstepMachine.finished = finished  # type: ignore[attr-defined]
+    LockstepMachine.finished = finished
     return LockstepMachine
 
 

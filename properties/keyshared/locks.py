@@ -14,7 +14,7 @@ returned to it, and the exceptions that escaped the threads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import partial
 
 from models.core import Action, Json, Observation, Param
@@ -98,21 +98,21 @@ class KeySharedLocksReference:
         maps = {c: d.consumers[c].pending_acks for c in (1, 2)}
         return {
             "owner": d.owners[HASH],
-            "pending": [sorted(maps[c].pending_acks) for c in (1, 2)],
+            "pending": [_json(sorted(maps[c].pending_acks)) for c in (1, 2)],
             "closed": [maps[c].closed for c in (1, 2)],
             "draining": [] if entry is None else [
                 [HASH, entry.consumer.consumer_id, entry.ref_count.value, entry.blocked_count.value]],
             "batch_level": tracker.batch_level,
             "unblocked_while_batching": tracker.unblocked_while_batching,
-            "stats": [[cid, sorted(stats.draining_hashes)]
+            "stats": [[cid, _json(sorted(stats.draining_hashes))]
                       for cid, stats in sorted(tracker.consumer_draining_hashes_stats_map.items())],
-            "locks": {"tracker": self._tracker_holders(),
-                      **{f"map[{c}]": list(maps[c].lock.holders()) for c in (1, 2)}},
+            "locks": {"tracker": _json(self._tracker_holders()),
+                      **{f"map[{c}]": _json(maps[c].lock.holders()) for c in (1, 2)}},
             "unblocked": list(d.unblocked),
             "replay": list(d.replay),
             "blocks": list(self.blocks),
             "threads": [[name, self._label(name)] for name in THREADS],
-            "broken": sorted(self.broken),
+            "broken": _json(sorted(self.broken)),
         }
 
     def violations(self) -> list[str]:
@@ -196,4 +196,8 @@ class KeySharedLocksReference:
 
     def _index(self, entry: DrainingHashEntry) -> int:
         return next(i for i, e in enumerate(self.entries) if e is entry)
+
+
+def _json(values: Iterable[Json]) -> list[Json]:
+    return [*values]
 

@@ -5,6 +5,26 @@ Spec: ``docs/spec/metadata.md``. ``executors`` is the deterministic scheduler a 
 what the two share (errors, values, serde, and the store as the cache sees it).
 """
 
+from reference_impl.concurrent.executors import (
+    EXTERNAL,
+    Choice,
+    OrderedExecutor,
+    RejectedExecutionError,
+    ScheduledSimThread,
+    SimFuture,
+    SimLock,
+    SimThread,
+    ThreadState,
+    Timer,
+    World,
+    choose_thread_index,
+    current_task_id,
+    current_thread_name,
+    java_string_hash,
+    join,
+    yield_point,
+)
+
 from .api import (
     AlreadyClosedError,
     AlreadyExistsError,
@@ -30,25 +50,6 @@ from .cache import (
     MetadataCache,
     RecordingSerde,
     SerdeRecord,
-)
-from reference_impl.concurrent.executors import (
-    EXTERNAL,
-    Choice,
-    OrderedExecutor,
-    RejectedExecutionError,
-    ScheduledSimThread,
-    SimFuture,
-    SimLock,
-    SimThread,
-    ThreadState,
-    Timer,
-    World,
-    choose_thread_index,
-    current_task_id,
-    current_thread_name,
-    java_string_hash,
-    join,
-    yield_point,
 )
 from .store import (
     BROKER_CONF_KEYS,

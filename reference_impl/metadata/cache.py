@@ -15,6 +15,16 @@ import json
 from collections.abc import Callable
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
+from reference_impl.concurrent.executors import (
+    RejectedExecutionError,
+    SimFuture,
+    SimLock,
+    SimThread,
+    current_task_id,
+    current_thread_name,
+    yield_point,
+)
+
 # The cache sees its store through api.MetadataStoreApi (as upstream's MetadataCacheImpl sees the
 # MetadataStore interface), so store.py can build caches without an import circle. The types that
 # moved to api.py are re-exported so `cache.X` still works.
@@ -33,15 +43,6 @@ from .api import (
 from .api import BackoffConfig as BackoffConfig
 from .api import CacheGetResult as CacheGetResult
 from .api import Serde as Serde
-from reference_impl.concurrent.executors import (
-    RejectedExecutionError,
-    SimFuture,
-    SimLock,
-    SimThread,
-    current_task_id,
-    current_thread_name,
-    yield_point,
-)
 
 T = TypeVar("T")
 

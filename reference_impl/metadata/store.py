@@ -21,6 +21,19 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal, cast
 
+from reference_impl.concurrent.executors import (
+    OrderedExecutor,
+    RejectedExecutionError,
+    ScheduledSimThread,
+    SimFuture,
+    SimLock,
+    SimThread,
+    Timer,
+    World,
+    current_thread_name,
+    yield_point,
+)
+
 # The errors and values moved to api.py (shared with cache.py); re-exported so `store.X` still works.
 from .api import AlreadyClosedError as AlreadyClosedError
 from .api import AlreadyExistsError as AlreadyExistsError
@@ -37,18 +50,6 @@ from .api import Notification as Notification
 from .api import NotificationType as NotificationType
 from .api import Stat as Stat
 from .cache import MetadataCache
-from reference_impl.concurrent.executors import (
-    OrderedExecutor,
-    RejectedExecutionError,
-    ScheduledSimThread,
-    SimFuture,
-    SimLock,
-    SimThread,
-    Timer,
-    World,
-    current_thread_name,
-    yield_point,
-)
 
 CLOSING_MESSAGE = "Metadata store is getting closed"
 CONNECTION_LOSS_RETRY_MS = 100

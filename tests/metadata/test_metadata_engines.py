@@ -21,7 +21,7 @@ from properties.engines.stateful import FailedRun, build_state_machine, find_fai
 from properties.metadata.binding import MECHANISM, MetadataReference, bench, make_model, worker_of
 from properties.metadata.proofs import proofs
 from properties.registry import reproduction_problems
-from reference_impl.metadata import executors
+from reference_impl.concurrent import executors
 from traces.format import dumps, load
 
 from .corpus import CORPUS, explorer_trace
