@@ -63,7 +63,14 @@ ACTION_NAMES = (
     "complete_read",
     "interleaved_read",
     "settle",
+    "skip",
+    "clear_backlog",
+    "expire",
+    "reset",
 )
+# The cursor jumps: mark-delete (or, for reset, the whole cursor) moves without a client ack. Only
+# configurations that list them take them; see `_Dispatch.jump` and `_Dispatch.reset` for upstream's calls.
+JUMPS = ("skip", "clear_backlog", "expire", "reset")
 NORMAL, REPLAY = "Normal", "Replay"
 STAGES = ("replay_filter", "dispatch")
 # What a step did that the variables do not show, named in the state's `events` for coverage: a
@@ -71,6 +78,9 @@ STAGES = ("replay_filter", "dispatch")
 # released a blocking draining entry; a draining entry went away because its hash came back to the
 # consumer draining it (the ADD pass of §4.5, or the lazy removal of §4.3).
 PROMOTED, UNBLOCKED_IN_PASS, CAME_BACK = "promoted", "unblocked_in_pass", "came_back"
+# A cursor jump's pending-ack cleanup released a draining entry; a reset moved the cursor back over
+# messages that were acknowledged (they are unacknowledged again).
+JUMP_RELEASED, RESET_BACK = "jump_released", "reset_back"
 UNKNOWN_HASH = 0  # a replay entry re-added by a redelivery request carries no hash (STICKY_KEY_HASH_NOT_SET)
 _INT_MAX = 2**31 - 1
 _MAX_READS = 1000  # run_until_quiescent's guard, as the reference's default
@@ -90,7 +100,8 @@ DEFAULT_CONFIG: dict[str, Param] = {
     "look_ahead_per_consumer": 4000,
     "look_ahead_per_subscription": 40000,
     # The kinds of steps the harness takes (read is always possible); begin_read brings complete_read.
-    "actions": tuple(a for a in ACTION_NAMES if a != "complete_read"),
+    "actions": tuple(a for a in ACTION_NAMES if a != "complete_read" and a not in JUMPS),
+    "skip": (1,),  # how many messages one `skip` may skip
     "interleave": 2,  # interleaved_read runs its ack or flow at point 1..interleave of a pass (§4.6)
     # Two spec gaps where pip379 breaks KS-I4 as written; the defaults are the spec, the gate's
     # configurations (properties/keyshared/binding.py) turn both off, and the corpus keeps both counterexamples.
@@ -390,6 +401,11 @@ class _Dispatch:
         self.replay[position] = h
         return True
 
+    def add_message_to_replay(self, position: int, h: int) -> bool:
+        """addMessageToReplay: only a position the cursor has not acknowledged is queued (a cursor jump may
+        have passed a pending ack or a read in flight); the add handler's own add is `replay_add`."""
+        return not self.is_acked(position) and self.replay_add(position, h)
+
     def replay_has_hash(self, h: int) -> bool:
         return any(v == h for v in self.replay.values())
 
@@ -554,7 +570,7 @@ class _Dispatch:
                 self.start_batch()
             for position in c.pending:
                 h = self.hash_of(position)
-                added = self.replay_add(position, h) or added
+                added = self.add_message_to_replay(position, h) or added
                 if self.pip379:
                     self.reduce_ref_count(cid, h, True)
             if self.pip379:
@@ -594,6 +610,12 @@ class _Dispatch:
         if md == self.md:
             return
         self.md = md
+        self.mark_delete_moved()
+
+    def mark_delete_moved(self) -> None:
+        """What follows a mark-delete move (an ack's or a jump's): the read position catches up, every
+        consumer's pending acks and the replay queue lose what is at or below it, then the variant's hook."""
+        md = self.md
         self.read_pos = max(self.read_pos, md + 1)
         for x in self.cons:
             self.remove_pending(x, [p for p in x.pending if p <= md], batch=True)
@@ -605,6 +627,52 @@ class _Dispatch:
             self.deferred_prune = True
         else:
             self.prune()
+
+    # ------------------------------------------------------------------ cursor jumps
+
+    def jump(self, md: int) -> None:
+        """skip, clear_backlog and expire: mark-delete moves to `md` without a client ack.
+
+        Upstream (apache/pulsar, PersistentSubscription.skipMessages / clearBacklog and
+        PersistentMessageExpiryMonitor) moves the managed cursor's mark-delete (ManagedCursorImpl:
+        asyncSkipEntries, asyncClearBacklog, asyncMarkDelete), which drops the individual acks at or below
+        it and moves the read position past it, then calls the dispatcher's markDeletePositionMoveForward
+        hook (PR #25592): every consumer's PendingAcksMap.removeAllUpTo(mark-delete), whose remove handler
+        releases draining ref counts, and redeliveryMessages.removeAllUpTo(mark-delete); the Key_Shared
+        dispatcher then reschedules a read (its override of the hook at 0fc5c702, offset ~31,000 of
+        PersistentStickyKeyDispatcherMultipleConsumers.java). Draining hashes, the replay queue and the
+        recently-joined map therefore follow exactly what an ack moving mark-delete there would do. The
+        clients are not told: a consumer still holds what it was delivered (upstream issue #25627).
+        """
+        if md <= self.md:
+            return
+        draining = set(self.tracker) if self.pip379 else set()
+        self.md = md
+        self.acked = tuple([p for p in self.acked if p > md])
+        self.mark_delete_moved()
+        if draining - set(self.tracker):
+            self.events.add(JUMP_RELEASED)
+
+    def skip_target(self, n: int) -> int:
+        """ManagedCursorImpl.asyncSkipEntries(n, IndividualDeletedEntries.Exclude): the n-th entry after
+        mark-delete that is not individually acked (or the last entry, if fewer are left)."""
+        position, left = self.md, n
+        while left and position + 1 < len(self.messages):
+            position += 1
+            if position not in self.acked:
+                left -= 1
+        return position
+
+    def reset(self, position: int) -> None:
+        """PersistentSubscription.resetCursor: every consumer is disconnected first (as `remove`, in join
+        order), then ManagedCursorImpl's reset puts the read position at `position`, mark-delete just
+        before it, and forgets the individual acks; the dispatcher's cursorIsReset does nothing the
+        model shows. Consumers join again afterwards and are read from `position`."""
+        for c in list(self.cons):
+            self.remove(c.id)
+        if position <= self.md or any(p >= position for p in self.acked):
+            self.events.add(RESET_BACK)
+        self.md, self.acked, self.read_pos = position - 1, (), position
 
     def redeliver(self, cid: int, positions: Sequence[int] | None) -> None:
         c = self.consumer(cid)
@@ -783,7 +851,7 @@ class _Dispatch:
         if self.replay and self.min_replayed is not None and min(self.replay) < self.min_replayed:
             if read_type == NORMAL:
                 for position in positions:
-                    self.replay_add(position, self.hash_of(position))
+                    self.add_message_to_replay(position, self.hash_of(position))
             return
         if self.classic:
             self.classic_dispatch(positions, read_type)
@@ -831,7 +899,7 @@ class _Dispatch:
                 continue
             if by_hash and c is not None:
                 blocked_by_hash[c.id] = None
-            self.replay_add(position, h)
+            self.add_message_to_replay(position, h)
             if self.pip379:
                 already_blocked.add(h)
         if look_ahead_allowed and not groups:
@@ -870,7 +938,7 @@ class _Dispatch:
             h = self.hash_of(position)
             c = self.select(h)
             if c is None:
-                self.replay_add(position, h)
+                self.add_message_to_replay(position, h)
                 continue
             groups.setdefault(c.id, []).append(position)
             hashes.setdefault(c.id, set()).add(h)
@@ -879,7 +947,7 @@ class _Dispatch:
             c = self.consumer(cid)
             allowed = self.classic_allowed(c, group, self.available(c), read_type, hashes[cid])
             for position in group[allowed:]:
-                self.replay_add(position, self.hash_of(position))
+                self.add_message_to_replay(position, self.hash_of(position))
             if allowed:
                 any_sent = bool(self.send({cid: group[:allowed]}, read_type)) or any_sent
         if not any_sent and not self.joined:
@@ -970,6 +1038,10 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "complete_read": ("kind",),
     "interleaved_read": ("index", "inner", "stage"),
     "settle": ("stubborn",),
+    "skip": ("n",),
+    "clear_backlog": (),
+    "expire": ("position",),
+    "reset": ("position",),
 }
 
 
@@ -1033,6 +1105,8 @@ class KeySharedModel:
             if a in self.kinds or a == "read" or (a == "complete_read" and "begin_read" in self.kinds)
         )
         self._flag_unread = not self.kinds & {"fire", "run"}
+        self.jumps = bool(self.kinds & set(JUMPS))
+        self.skips = _ints(cfg, "skip")
         self.disconnect_during_replay_read = bool(cfg["disconnect_during_replay_read"])
         self.exempt_nacked_p = bool(cfg["exempt_nacked_p"])
         self.interleave = _cfg_int(cfg, "interleave")
@@ -1057,6 +1131,13 @@ class KeySharedModel:
             Invariant("KS-I5a", lambda s: "KS-I5a" not in s.broken, "a released blocking entry schedules a read"),
             Invariant("KS-I6", lambda s: "KS-I6" not in s.broken, "a join or leave moves no bystander's hash"),
             Invariant("KS-I7", self._no_hash_zero, "hash 0 is never tracked or queued as known"),
+            # What must hold after a cursor jump, declared where a configuration takes jumps (the pipeline's
+            # compiled replay mirrors the invariants above only).
+            *((Invariant("KS-J1", self._nothing_replayed_below, "nothing is queued for replay at or below "
+                         "mark-delete"),
+               Invariant("KS-J2", self._each_once, "every unacknowledged message is in exactly one place: "
+                         "pending at one consumer, queued for replay, in a read in flight, or not yet read"))
+              if self.jumps else ()),
         )
         # Liveness is judged on settled runs, so it needs the `settle` step.
         self.liveness: Sequence[Liveness[KSState]] = (
@@ -1092,12 +1173,44 @@ class KeySharedModel:
         return self.key_hashes[state.messages[position]]
 
     def _one_holder(self, s: KSState) -> bool:
+        """PIP-379's contract: a key's messages are unacknowledged at one consumer at a time. A message the
+        cursor acknowledged (a jump passed it) no longer counts, though its consumer may still hold it."""
         holder: dict[int, int] = {}
+        md, acked = s.mark_delete, s.acked
         for c in s.consumers:
             for position in c.held:
-                if holder.setdefault(self.key_hashes[s.messages[position]], c.id) != c.id:
+                if position > md and position not in acked and (
+                    holder.setdefault(self.key_hashes[s.messages[position]], c.id) != c.id
+                ):
                     return False
         return True
+
+    @staticmethod
+    def _nothing_replayed_below(s: KSState) -> bool:
+        return all(p > s.mark_delete for p, _ in s.replay)
+
+    @staticmethod
+    def _each_once(s: KSState) -> bool:
+        """Conservation over the unacknowledged messages: none is lost or handed out twice (a read in flight
+        across a jump may still deliver what the jump passed, as upstream does). Not judged while no consumer
+        is connected
+        (the last one's leaving drops pending acks and the queue, and the first one's joining rewinds) or
+        while a rewind waits for a read in flight."""
+        if not s.consumers or s.rewind:
+            return True
+        places: dict[int, int] = {}
+        for c in s.consumers:
+            for p in c.pending:
+                places[p] = places.get(p, 0) + 1
+        for p, _ in s.replay:
+            places[p] = places.get(p, 0) + 1
+        for p in s.normal_read or ():
+            places[p] = places.get(p, 0) + 1
+        acked = set(s.acked)
+        return all(
+            places.get(p, 0) + (p >= s.read_position) == 1
+            for p in range(s.mark_delete + 1, len(s.messages)) if p not in acked
+        )
 
     def _tracker_consistent(self, s: KSState) -> bool:
         if not s.consumers:
@@ -1171,6 +1284,7 @@ class KeySharedModel:
             state.replay_read is None,
             len(state.messages) < self.max_messages,
             tuple([(c.id, c.name, c.permits, c.held) for c in state.consumers]),
+            (state.mark_delete, len(state.messages), state.acked) if self.jumps else (),
         )
         offered = self._offered.get(signature)
         if offered is None:
@@ -1239,6 +1353,24 @@ class KeySharedModel:
         if "settle" in kinds and consumers:  # fairness needs someone to deliver to
             out.append(act[("settle", 0)])
             out.extend([act[("settle", c.id)] for c in consumers if c.held])
+        if self.jumps:
+            self._jumps(state, out)
+
+    def _jumps(self, state: KSState, out: list[Action]) -> None:
+        """The cursor jumps: skip, clear_backlog and expire while something is left to acknowledge (expire to
+        any entry above mark-delete: upstream skips a target at or below it, PR #24881); reset to any entry or
+        the end, forward or back, while no read is in flight (the subscription is fenced and its consumers
+        disconnected first; the model does not take a reset between a read's start and its completion)."""
+        kinds, act, md, count = self.kinds, self._actions, state.mark_delete, len(state.messages)
+        if any(p not in state.acked for p in range(md + 1, count)):
+            if "skip" in kinds:
+                out.extend([act[("skip", n)] for n in self.skips])
+            if "clear_backlog" in kinds:
+                out.append(act[("clear_backlog",)])
+        if "expire" in kinds:
+            out.extend([act[("expire", p)] for p in range(md + 1, count)])
+        if "reset" in kinds and state.normal_read is None and state.replay_read is None:
+            out.extend([act[("reset", p)] for p in range(count + 1)])
 
     def step(self, state: KSState, action: Action) -> tuple[KSState, Observation]:
         last, offered = self._last_enabled
@@ -1291,10 +1423,18 @@ class KeySharedModel:
             index, inner, stage = args
             d.hook = (stage, index, inner)
             d.read_more()
-        else:  # settle
+        elif name == "settle":
             stubborn = args[0]
             d.settled = True
             d.pinned = d.consumer(stubborn).held if stubborn else ()
+        elif name == "skip":
+            d.jump(d.skip_target(args[0]))
+        elif name == "clear_backlog":
+            d.jump(len(d.messages) - 1)
+        elif name == "expire":
+            d.jump(args[0])
+        else:  # reset
+            d.reset(args[0])
         observation["delivered"] = d.delivered
         after = d.freeze()
         if state.draining and any(self._came_back(after, e) for e in state.draining):

@@ -30,8 +30,11 @@ from models.core import Action, Json, Model, Observation, Param
 from models.keyshared import (
     ACTION_NAMES,
     CAME_BACK,
+    JUMP_RELEASED,
+    JUMPS,
     NORMAL,
     PROMOTED,
+    RESET_BACK,
     UNBLOCKED_IN_PASS,
     UNKNOWN_HASH,
     KeySharedModel,
@@ -99,7 +102,11 @@ class KeySharedReference:
         self.delivered: list[Json] = []
         self.out_of_order = False
         self.hashes: list[int] = []  # per entry id, the hash of the key the harness published
-        self.acked: set[int] = set()  # entry ids the clients acked
+        self.acked: set[int] = set()  # entry ids the clients acked above `mark_delete`
+        # The mark-delete the harness expects from its own acks and cursor jumps, by the cursor's rules: acks
+        # advance it over contiguous acked entries, a jump sets it, a reset puts it before the reset position.
+        self.mark_delete = -1
+        self.jumps = model.jumps
         self.joins: list[tuple[int, str, int]] = []  # (id, name, name index) of the connected, in join order
         self.events: set[str] = set()
 
@@ -116,7 +123,7 @@ class KeySharedReference:
                 earlier = (LEDGER_ID, entry_id)
                 if (
                     self.hashes[entry_id] == self.hashes[position[1]]
-                    and entry_id not in self.acked
+                    and not self._done(entry_id)
                     and earlier not in held
                     and earlier not in self.nacked
                 ):
@@ -126,10 +133,45 @@ class KeySharedReference:
             self.delivered.append([cid, position[1]])
         self.seen = len(d.deliveries)
 
+    def _done(self, entry_id: int) -> bool:
+        """The harness's record says the cursor acknowledged this entry (a client's ack or a jump past it)."""
+        return entry_id <= self.mark_delete or entry_id in self.acked
+
     def _ack(self, cid: int, entry_id: int) -> None:
         self.held[cid].discard((LEDGER_ID, entry_id))
-        self.acked.add(entry_id)
+        if not self._done(entry_id):
+            self.acked.add(entry_id)
+            while self.mark_delete + 1 in self.acked:
+                self.mark_delete += 1
+                self.acked.discard(self.mark_delete)
         self.d.ack(self.consumers[cid], (LEDGER_ID, entry_id))
+
+    def _jumped(self, mark_delete: int) -> None:
+        """A skip, clear_backlog or expire: the harness's mark-delete moves there (never back)."""
+        if mark_delete > self.mark_delete:
+            self.mark_delete = mark_delete
+            self.acked = {e for e in self.acked if e > mark_delete}
+
+    def _skip_target(self, count: int) -> int:
+        """The entry `skip(count)` marks deleted, from the harness's record: the count-th entry after its
+        mark-delete that no client acked, or the last entry."""
+        entry_id, left = self.mark_delete, count
+        while left and entry_id + 1 < len(self.hashes):
+            entry_id += 1
+            if entry_id not in self.acked:
+                left -= 1
+        return entry_id
+
+    def _remove(self, cid: int) -> None:
+        """A consumer disconnects: the ring may promote a colliding consumer; its client holds nothing more."""
+        d = self.d
+        leaver = self.consumers.pop(cid)
+        if any(selected is leaver and any(c is not leaver for c in colliding)
+               for _, selected, colliding in d.selector.ring_entries()):
+            self.events.add(PROMOTED)
+        self.joins = [j for j in self.joins if j[0] != cid]
+        d.remove_consumer(leaver)
+        del self.held[cid]
 
     def _interleave(self, stage: str, index: int, hook: tuple[Param, ...]) -> bool:
         """Run the hook's ack or flow at its (stage, index); True once it ran (or was skipped there)."""
@@ -165,14 +207,7 @@ class KeySharedReference:
             self.consumers[cid] = consumer
             self.held[cid] = set()
         elif name == "remove":
-            cid = _int(action, "consumer")
-            leaver = self.consumers.pop(cid)
-            if any(selected is leaver and any(c is not leaver for c in colliding)
-                   for _, selected, colliding in d.selector.ring_entries()):
-                self.events.add(PROMOTED)
-            self.joins = [j for j in self.joins if j[0] != cid]
-            d.remove_consumer(leaver)
-            del self.held[cid]
+            self._remove(_int(action, "consumer"))
         elif name == "publish":
             key = str(action["key"])
             self.hashes.append(sticky_hash(key, self.range_max))
@@ -215,16 +250,48 @@ class KeySharedReference:
                     done[0] = self._interleave(stage, index, hook)
 
             d.read_more_entries(interleave)
-        else:  # settle
+        elif name == "settle":
             stubborn = _int(action, "stubborn")
             self.settled = True
             self.pinned = tuple(sorted(p[1] for p in self.held[stubborn])) if stubborn else ()
+        elif name == "reset":
+            self._reset(_int(action, "position"))
+        else:  # skip, clear_backlog, expire
+            self._jump(name, action, draining)
         self._sync()
         if any(h not in (d.tracker.draining_hashes if d.tracker else {}) and e.consumer.connected
                and d.selector.select(h) is e.consumer for h, e in draining.items()):
             self.events.add(CAME_BACK)
         observation["delivered"] = self.delivered
         return observation
+
+    def _jump(self, name: str, action: Action, draining: Mapping[int, object]) -> None:
+        """skip, clear_backlog or expire on the reference's subscription, and the harness's expected mark-delete."""
+        d = self.d
+        if name == "skip":
+            target = self._skip_target(_int(action, "n"))
+            d.skip_entries(_int(action, "n"))
+        elif name == "clear_backlog":
+            target = len(self.hashes) - 1
+            d.clear_backlog()
+        else:
+            target = _int(action, "position")
+            d.expire_messages((LEDGER_ID, target))
+        self._jumped(target)
+        if set(draining) - set(d.tracker.draining_hashes if d.tracker is not None else {}):
+            self.events.add(JUMP_RELEASED)
+
+    def _reset(self, position: int) -> None:
+        """The subscription disconnects every consumer (in join order), then resets the cursor to `position`."""
+        consumers = [cid for cid, _, _ in self.joins]
+        if position <= self.mark_delete or any(e >= position for e in self.acked):
+            self.events.add(RESET_BACK)
+        # The subscription's disconnects, one at a time (reset_cursor would do them too, but the harness
+        # watches each for a promotion); the cursor moves once nobody is connected.
+        for cid in consumers:
+            self._remove(cid)
+        self.d.reset_cursor((LEDGER_ID, position))
+        self.mark_delete, self.acked = position - 1, set()
 
     def vars(self) -> dict[str, Json]:
         d = self.d
@@ -265,20 +332,49 @@ class KeySharedReference:
         }
 
     def violations(self) -> list[str]:
-        """The model's invariants judged on the harness's own record (see the module doc)."""
+        """The model's invariants judged on the harness's own record (see the module doc), and the reference's
+        own: KS-I8 (the canonical ring of the recorded joins) and KS-C1 (the cursor's mark-delete and
+        individual acks are those the harness's acks and cursor jumps imply)."""
         out: list[str] = []
         if not self._ring_canonical():
             out.append("KS-I8")
         holders: dict[int, int] = {}
         for cid, held in self.held.items():
             for position in held:
-                if holders.setdefault(self.hashes[position[1]], cid) != cid and "KS-I1" not in out:
+                if (not self._done(position[1]) and holders.setdefault(self.hashes[position[1]], cid) != cid
+                        and "KS-I1" not in out):
                     out.append("KS-I1")
         if self.d.tracker is not None and not self._tracker_consistent():
             out.append("KS-I2")
         if self.out_of_order:
             out.append("KS-I4")
+        if self.d.mark_delete_position[1] != self.mark_delete or {
+            p[1] for p in self.d.individually_acked
+        } != self.acked:
+            out.append("KS-C1")  # reference only, as KS-I8: the model's cursor is its own record
+        if self.jumps:
+            if any(p[1] <= self.mark_delete for p, _ in self.d.replay_queue.items()):
+                out.append("KS-J1")
+            if not self._each_once():
+                out.append("KS-J2")
         return out
+
+    def _each_once(self) -> bool:
+        """KS-J2 on the reference: every entry the harness's record leaves unacknowledged is in exactly one of
+        the reference's places (a consumer's pending acks, the replay queue, a Normal read the harness holds in
+        flight, or at or past the read position). Not judged with nobody connected or a rewind waiting."""
+        d = self.d
+        if not d.consumers or d.should_rewind_before_reading_or_replaying:
+            return True
+        places: dict[int, int] = {}
+        in_flight = self.in_flight.get(NORMAL)
+        for entry_id in [e for c in d.consumers for _l, e, _r, _h in c.pending_acks.items()] + [
+            p[1] for p, _ in d.replay_queue.items()
+        ] + ([p[1] for p in in_flight.positions] if in_flight is not None else []):
+            places[entry_id] = places.get(entry_id, 0) + 1
+        read_from = d.read_position[1]
+        return all(places.get(e, 0) + (e >= read_from) == 1
+                   for e in range(self.mark_delete + 1, len(self.hashes)) if e not in self.acked)
 
     def _canonical_ring(self) -> list[tuple[int, int, tuple[int, ...]]]:
         """KS-I8 from the recorded joins: per point, the earliest claimer selected, the rest colliding."""
@@ -305,15 +401,15 @@ class KeySharedReference:
         pending-ack map that drops or invents a held message breaks the counting at its root."""
         tracker = self.d.tracker
         assert tracker is not None
-        if any({(ledger, entry) for ledger, entry, _r, _h in c.pending_acks.items()} != self.held[cid]
-               for cid, c in self.consumers.items()):
+        if any({(ledger, entry) for ledger, entry, _r, _h in c.pending_acks.items()}
+               != {p for p in self.held[cid] if not self._done(p[1])} for cid, c in self.consumers.items()):
             return False
         ring = self._canonical_ring()
         points = [point for point, _, _ in ring]
         expected: dict[int, tuple[int, int]] = {}
         for cid, held in self.held.items():
             counts: dict[int, int] = {}
-            for position in held:
+            for position in (p for p in held if not self._done(p[1])):
                 counts[self.hashes[position[1]]] = counts.get(self.hashes[position[1]], 0) + 1
             for h, count in counts.items():
                 at = bisect.bisect_left(points, h)
@@ -358,8 +454,19 @@ _CORNERS: dict[str, Mapping[str, Param]] = {
     "unblock": {**_TWO, "keys": ("4",), "max_messages": 3, "add_permits": (1, 2), "max_permits": 2,
                 "actions": (*_CORNER_ACTIONS, "interleaved_read")},
 }
+# The cursor jumps (issue 33), with the moved key "4" so that a draining hash is present when they run:
+# "jump" skips, clears the backlog and expires over three messages (a drainer holding two of the moved
+# key, individual acks for skip to step over); "reset" resets the cursor forward and back over two, with
+# consumers leaving and joining again. Neither takes a read in flight across a jump (no begin_read: a
+# Normal read in flight across a skip still delivers what the skip passed, a stale pending ack that the
+# model reports under KS-I5a once its drainer leaves; see the issue's report).
+_JUMPS: dict[str, Mapping[str, Param]] = {
+    "jump": {**_TWO, "max_messages": 3, "actions": (*_CORNER_ACTIONS, "skip", "clear_backlog", "expire")},
+    "reset": {**_TWO, "actions": (*_CORNER_ACTIONS, "remove", "reset")},
+}
 EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
     **_CORNERS,
+    **_JUMPS,
     "small": {**_TWO, "actions": ("add", "remove", "publish", "flow", "ack", "redeliver", "redeliver_all", "read",
                                   "settle")},
     "gap": {**_TWO, "actions": ("add", "remove", "publish", "flow", "ack", "read", "fire", "run", "begin_read",
@@ -373,10 +480,10 @@ _HOT: dict[str, Param] = {**GATE, "names": ("consumer1", "consumer2"), "keys": (
 HYPOTHESIS_CONFIGS: dict[str, Mapping[str, Param]] = {
     # One hot key and few step kinds, so the historical variants' bugs are a few steps away.
     "hot": _HOT,
-    # Every step kind, three consumers and the spec's keys (§6: "4" moves to consumer3, "0" is
+    # Every step kind but the cursor jumps, three consumers and the spec's keys (§6: "4" moves to consumer3, "0" is
     # consumer2's, "5" consumer1's), six messages. Settling freezes the consumers for the rest of a run
     # and pins the stubborn one's messages, so the safety invariants are also checked there.
-    "spec": {**GATE, "actions": tuple(a for a in ACTION_NAMES if a != "complete_read")},
+    "spec": {**GATE, "actions": tuple(a for a in ACTION_NAMES if a != "complete_read" and a not in JUMPS)},
     # The hot key with settling: a stubborn consumer pinning a hash that drains towards a second
     # "consumer1" (the spec configuration's three names rarely get there).
     "settled": {**_HOT, "actions": (*_HOT_ACTIONS, "settle")},
@@ -466,8 +573,10 @@ MECHANISM = Mechanism(
     },
     # Replayed in full first (the corners and the tracker scope: seconds each), the broad bounded ones last,
     # so a bug within the small configurations is killed before minutes go to the large ones.
-    explore_configs={**_CORNERS, "tracker": TRACKER_EXPLORE_CONFIG, "tracker-wide": TRACKER_WIDE_EXPLORE_CONFIG,
-                     **{k: v for k, v in EXPLORE_CONFIGS.items() if k not in _CORNERS}, **LOCKS_EXPLORE_CONFIGS},
+    explore_configs={**_CORNERS, **_JUMPS, "tracker": TRACKER_EXPLORE_CONFIG,
+                     "tracker-wide": TRACKER_WIDE_EXPLORE_CONFIG,
+                     **{k: v for k, v in EXPLORE_CONFIGS.items() if k not in _CORNERS and k not in _JUMPS},
+                     **LOCKS_EXPLORE_CONFIGS},
     hypothesis_configs={**HYPOTHESIS_CONFIGS, "tracker": TRACKER_HYPOTHESIS_CONFIG, "locks": LOCKS_HYPOTHESIS_CONFIG},
     proofs=keyshared_z3.proofs,
     bench=keyshared_z3.bench,

@@ -10,7 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from models.core import Json, Param
-from models.keyshared import CAME_BACK, DEFAULT_CONFIG, PROMOTED, UNBLOCKED_IN_PASS, claims, sticky_hash
+from models.keyshared import (
+    CAME_BACK,
+    DEFAULT_CONFIG,
+    JUMP_RELEASED,
+    PROMOTED,
+    RESET_BACK,
+    UNBLOCKED_IN_PASS,
+    claims,
+    sticky_hash,
+)
 from models.keyshared_locks import HASH
 from models.keyshared_tracker import ACROSS_LEDGERS, HASH_NOT_SET, KEPT_MISMATCH, OVERWROTE
 from properties.engines.coverage import as_int, as_list
@@ -48,6 +57,14 @@ def _past_draining(c: Mapping[str, Param], v: Vars) -> bool:
     draining = {as_int(as_list(d)[0]) for d in as_list(v["draining"])}
     passed = as_list(v["messages"])[: as_int(v["mark_delete"]) + 1]
     return any(sticky_hash(str(key), range_max) in draining for key in passed)
+
+
+def _held_past(_: Mapping[str, Param], v: Vars) -> bool:
+    """A cursor jump passed a message a consumer still holds (the client was not told, upstream #25627)."""
+    if "mark_delete" not in v:
+        return False
+    md = as_int(v["mark_delete"])
+    return any(as_int(p) <= md for held in as_list(v["held"]) for p in as_list(as_list(held)[1]))
 
 
 def _event(name: str) -> Predicate:
@@ -137,6 +154,9 @@ INTERESTING = (
     Interesting("mark-delete moved past a draining entry", _past_draining),
     Interesting("a hash was unblocked during a pass", _event(UNBLOCKED_IN_PASS)),
     Interesting("a draining hash came back to its draining consumer", _event(CAME_BACK)),
+    Interesting("a draining hash released by a cursor jump", _event(JUMP_RELEASED)),
+    Interesting("a cursor jump passed a message a consumer still holds", _held_past),
+    Interesting("a cursor reset went back over acknowledged messages", _event(RESET_BACK)),
     Interesting("a consumer holds pending acks of two ledgers", _two_ledgers),
     Interesting("a pending ack counts a batch of several messages",
                 lambda _, v: any(as_int(p[2]) > 1 for p in _tracker_pending(v))),

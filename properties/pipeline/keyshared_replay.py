@@ -684,9 +684,10 @@ class KeySharedReplay:
 
 def compiled(variant: str) -> KeySharedReplay | None:
     """The compiled replay of `variant`'s model under the log's configuration, or None where it does not
-    mirror that model (another variant, other invariants, a logged action the configuration leaves out)."""
+    mirror that model (another variant, other invariants, a logged action the configuration leaves out, or
+    the cursor jumps, which it does not replay)."""
     model_ = model(base_config(), variant)
     mirrored = (model_.variant_is == (True, False, False)
                 and tuple(i.name for i in model_.invariants) == INVARIANTS
-                and set(ACTIONS) <= model_.kinds)
+                and set(ACTIONS) <= model_.kinds and not model_.jumps)
     return KeySharedReplay(model_) if mirrored else None

@@ -494,7 +494,7 @@ class KeySharedDispatcher:
             if self.consumers:
 
                 def requeue(ledger_id: int, entry_id: int, _remaining: int, sticky_key_hash: int) -> None:
-                    if self.replay_queue.add(ledger_id, entry_id, sticky_key_hash):
+                    if self._add_message_to_replay((ledger_id, entry_id), sticky_key_hash):
                         added.append((ledger_id, entry_id))
 
                 consumer.pending_acks.for_each_and_close(requeue)
@@ -563,6 +563,11 @@ class KeySharedDispatcher:
             return False
         return True
 
+    def _add_message_to_replay(self, position: Position, sticky_key_hash: int) -> bool:
+        """addMessageToReplay: only a position the cursor has not acknowledged is queued (checkIfMessageIsUnacked;
+        a cursor jump may have passed a pending ack or a read in flight)."""
+        return not self.is_acked(position) and self.replay_queue.add(*position, sticky_key_hash)
+
     def _sticky_key_hash_unblocked(self, sticky_key_hash: int) -> None:
         self.unblock_calls.append(sticky_key_hash)
         self.scheduled_read = True
@@ -587,6 +592,13 @@ class KeySharedDispatcher:
         if mark_delete == self.mark_delete_position:
             return
         self.mark_delete_position = mark_delete
+        self._mark_delete_position_move_forward()
+
+    def _mark_delete_position_move_forward(self) -> None:
+        """After mark-delete moved (an ack's or a cursor jump's): the cursor's read position catches up, then
+        the dispatcher's hook drops pending acks and replay positions at or below it (the remove handler
+        releases draining ref counts) and runs the variant's mark-delete hook."""
+        mark_delete = self.mark_delete_position
         # Upstream's cursor moves the read position forward if mark-delete passed it.
         self.read_position = max(self.read_position, _next(mark_delete))
         for existing in self.consumers:
@@ -599,6 +611,61 @@ class KeySharedDispatcher:
                 self._deferred_prune = True
             else:
                 self._prune_recently_joined()
+
+    # ------------------------------------------------------------------ cursor jumps (admin and expiry)
+
+    def skip_entries(self, count: int) -> None:
+        """PersistentSubscription.skipMessages: ManagedCursorImpl.asyncSkipEntries(count, Exclude) marks
+        deleted up to the count-th entry after mark-delete that is not individually acked (the last entry if
+        fewer are left); then the mark-delete hook (see `_cursor_moved_to`)."""
+        self._require_no_pass()
+        entry_id, left = self.mark_delete_position[1], count
+        while left and entry_id + 1 < len(self._messages):
+            entry_id += 1
+            if (LEDGER_ID, entry_id) not in self.individually_acked:
+                left -= 1
+        self._cursor_moved_to((LEDGER_ID, entry_id))
+
+    def clear_backlog(self) -> None:
+        """PersistentSubscription.clearBacklog: ManagedCursorImpl.asyncClearBacklog marks deleted up to the
+        last entry; then the mark-delete hook."""
+        self._require_no_pass()
+        self._cursor_moved_to((LEDGER_ID, len(self._messages) - 1))
+
+    def expire_messages(self, position: Position) -> None:
+        """PersistentSubscription.expireMessages(position): PersistentMessageExpiryMonitor marks deleted up
+        to `position` (nothing at or below mark-delete, PR #24881); then the mark-delete hook."""
+        self._require_no_pass()
+        self._entry_index(position)
+        self._cursor_moved_to(position)
+
+    def _cursor_moved_to(self, mark_delete: Position) -> None:
+        """A cursor jump's mark-delete move. The cursor forgets the individual acks at or below it and moves
+        the read position past it; the subscription then calls the dispatcher's markDeletePositionMoveForward
+        (apache/pulsar PR #25592, after skip, clear-backlog and expiry), which removes every consumer's
+        pending acks up to mark-delete through PendingAcksMap.removeAllUpTo and the replay positions up to it,
+        and the Key_Shared dispatcher reschedules a read. The consumers are not told (issue #25627)."""
+        if mark_delete <= self.mark_delete_position:
+            return
+        self.mark_delete_position = mark_delete
+        self.individually_acked = {p for p in self.individually_acked if p > mark_delete}
+        self._mark_delete_position_move_forward()
+
+    def reset_cursor(self, position: Position) -> None:
+        """PersistentSubscription.resetCursor(position): the subscription is fenced and every consumer is
+        disconnected (`remove_consumer`, in join order); ManagedCursorImpl then resets the read position to
+        `position`, mark-delete to the entry before it, and drops the individual acks. cursorIsReset changes
+        nothing the reference keeps. Refused while a read is in flight (the model takes no reset there)."""
+        self._require_no_pass()
+        if self.have_pending_read or self.have_pending_replay_read:
+            raise IllegalStateError("reset_cursor while a read is in flight")
+        if not 0 <= position[1] <= len(self._messages) or position[0] != LEDGER_ID:
+            raise ValueError(f"unknown position {position}")
+        for consumer in list(self.consumers):
+            self.remove_consumer(consumer)
+        self.mark_delete_position = (LEDGER_ID, position[1] - 1)
+        self.individually_acked.clear()
+        self.read_position = position
 
     def redeliver_unacknowledged(self, consumer: Consumer, positions: list[Position] | None = None) -> None:
         """Negative ack: release the consumer's pending acks (all, or `positions`) back to replay."""
@@ -836,7 +903,7 @@ class KeySharedDispatcher:
                 # A smaller position was queued during the read: retry so it goes first (#12885).
                 if op.read_type is ReadType.NORMAL:
                     for position in op.positions:
-                        self.replay_queue.add(*position, self.hash_of(position))
+                        self._add_message_to_replay(position, self.hash_of(position))
                 return ReadResult(op.read_type, {}, self._still_queued(op))
             if self.variant == "classic":
                 dispatched = self._classic_dispatch(op, interleave)
@@ -941,7 +1008,7 @@ class KeySharedDispatcher:
                     continue
                 if blocked_by_hash and consumer is not None:
                     blocked_by_hash_consumers[consumer] = None
-                self.replay_queue.add(*position, sticky_key_hash)
+                self._add_message_to_replay(position, sticky_key_hash)
                 if self.variant == "pip379":
                     already_blocked.add(sticky_key_hash)
             if look_ahead_allowed and not groups:
@@ -972,7 +1039,7 @@ class KeySharedDispatcher:
                 sticky_key_hash = self.hash_of(position)
                 consumer = self.selector.select(sticky_key_hash)
                 if consumer is None:
-                    self.replay_queue.add(*position, sticky_key_hash)
+                    self._add_message_to_replay(position, sticky_key_hash)
                     continue
                 groups.setdefault(consumer, []).append(position)
                 hashes.setdefault(consumer, set()).add(sticky_key_hash)
@@ -982,7 +1049,7 @@ class KeySharedDispatcher:
                     consumer, positions, self.available_permits(consumer), op.read_type, hashes[consumer]
                 )
                 for position in positions[allowed:]:
-                    self.replay_queue.add(*position, self.hash_of(position))
+                    self._add_message_to_replay(position, self.hash_of(position))
                 if allowed:
                     dispatched.update(self._send({consumer: positions[:allowed]}, op.read_type))
             assert self.recently_joined is not None
