@@ -558,10 +558,13 @@ MECHANISM = Mechanism(
     current="pip379",
     twins={"classic": "KS-I1", "pip282": "KS-I1"},
     reference_judges={
-        "keyshared": ("KS-I1", "KS-I2", "KS-I4", "KS-I8"), "keyshared/tracker": ("KS-I1", "KS-I2", "KS-I3"),
+        "keyshared": ("KS-I1", "KS-I2", "KS-I4", "KS-I8", "KS-C1", "KS-J1", "KS-J2"),
+        "keyshared/tracker": ("KS-I1", "KS-I2", "KS-I3"),
         "keyshared/locks": ("LK-1", "LK-2", "LK-3", "LK-4", "LK-5", "LK-6"),
     },
     beyond_model={
+        "KS-C1": Property("the cursor's mark-delete and individual acks are where the harness's own acks and cursor "
+                          "jumps put them, by the cursor's rules", ("reference",)),
         "KS-I8": Property("the ring is canonical: each point selects its earliest-joined claimer, the others collide "
                           "in join order, and each name index was the lowest free one at its join", ("reference",)),
         "KS-I9": Property("the ranges a membership change reports removed and added are exactly the pointwise "
