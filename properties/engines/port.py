@@ -47,9 +47,11 @@ DEFAULT_HELLO_TIMEOUT_S = 20.0
 """Starting a port may mean starting a JVM: the first reply gets more time than a step."""
 MAX_REPLY_BYTES = 1 << 20
 STDERR_TAIL_BYTES = 4096
-PIPELINE_WINDOW = 16
-"""Steps a pipelining port may have unanswered: their lines always fit in a pipe's buffer, so neither side
-blocks on a write while the other waits."""
+PIPELINE_WINDOW = 64
+"""Steps a pipelining port may have unanswered: their lines (about 100 bytes each) always fit in a pipe's
+buffer, so a write never blocks while the port waits for its own output to be read."""
+RESET = b'{"type": "reset"}\n'
+
 
 KINDS = ("crash", "hang", "garbage", "wrong-step", "flood", "error")
 MESSAGE_TYPES = ("ready", "reply", "error")
@@ -73,18 +75,18 @@ class OutOfTime(Exception):
     the time (a budget that ends during a reply is not the port's failure)."""
 
 
-def _jsonable(value: Param | Json) -> Any:
+def jsonable(value: Param | Json) -> Any:
     """Tuples (the models' arrays) as lists, so `json` writes arrays."""
     if isinstance(value, tuple | list):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
+        return {k: jsonable(v) for k, v in value.items()}
     return value
 
 
 def step_line(seq: int, action: Action) -> bytes:
     """The step message for `action` as the port reads it."""
-    params = {k: _jsonable(v) for k, v in action.params}
+    params = {k: jsonable(v) for k, v in action.params}
     return json.dumps({"type": "step", "seq": seq, "action": action.name, "params": params}).encode("utf-8") + b"\n"
 
 
@@ -142,7 +144,7 @@ class PortProcess:
         try:
             complete = hello_config(mechanism, variant, config)  # defaults included: the port need guess none
             hello = {"type": "hello", "protocol": PROTOCOL_VERSION, "mechanism": mechanism.name, "variant": variant,
-                     "config": {k: _jsonable(v) for k, v in complete.items()}}
+                     "config": {k: jsonable(v) for k, v in complete.items()}}
             self._write(json.dumps(hello).encode("utf-8") + b"\n")
             reply = self._receive(("ready",), hello_timeout_s, "hello refused")
             self._vars = self._ready_vars(reply)
@@ -189,11 +191,13 @@ class PortProcess:
         if process.stderr is not None:
             process.stderr.close()
 
-    def reset(self) -> dict[str, Json]:
-        """Back to the initial state (capability `reset`): the `ready`'s vars; the next step is seq 1.
+    def reset(self, sent: bool = False) -> dict[str, Json]:
+        """Back to the initial state (capability `reset`): the `ready`'s vars; the next step is seq 1. `sent`:
+        the `RESET` line went out already, behind a pipelining port's steps.
 
         An answer that is a step's reply is blamed on that step (it answered a step twice)."""
-        self._write(b'{"type": "reset"}\n')
+        if not sent:
+            self._write(RESET)
         reply = self._receive(("ready",), self.step_timeout_s, "reset refused")
         self._vars = self._ready_vars(reply)
         self._violations = []

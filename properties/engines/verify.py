@@ -33,7 +33,7 @@ from hypothesis import settings as Settings
 
 from models.core import Action, ActionNotEnabled, Json, Model, Observation, Param, violated
 from properties.engines.conformance import tour
-from properties.engines.explorer import explore
+from properties.engines.explorer import Exploration, explore
 from properties.engines.lockstep import (
     DIVERGENCE,
     Implementation,
@@ -49,10 +49,11 @@ from properties.engines.mechanism import Mechanism
 from properties.engines.port import (
     DEFAULT_STEP_TIMEOUT_S,
     PIPELINE_WINDOW,
+    RESET,
     OutOfTime,
     PortError,
     PortProcess,
-    step_line,
+    jsonable,
 )
 from properties.engines.replay import record
 from properties.engines.shrink import shrink
@@ -298,10 +299,12 @@ class _Tour:
     (a model may abstract a clock away), so its vars are not the walk's."""
 
     model: Model[Any]
+    exploration: Exploration[Any]
     labels: list[Action]
     walks: list[tuple[int, ...]]
     steps: dict[tuple[Any, int], tuple[Any, Observation, str | None]] = field(default_factory=dict)
     seen: dict[Any, tuple[str, list[str]]] = field(default_factory=dict)
+    texts: dict[int, bytes] = field(default_factory=dict)
     cached: bool = True
     """False once a state turns out unhashable: every step is then the model's."""
 
@@ -316,7 +319,7 @@ class _Tour:
                 break
             walks.append(walk)
             steps += len(walk)
-        return cls(model, result.labels, walks)
+        return cls(model, result, result.labels, walks)
 
     def step(self, state: Any, edge: int) -> tuple[Any, Observation, str | None]:
         """The state after `edge`'s action from `state`, its observation and the observation's canonical text."""
@@ -332,6 +335,15 @@ class _Tour:
         if self.cached:
             self.steps[(state, edge)] = found
         return found
+
+    def line(self, seq: int, edge: int) -> bytes:
+        """The step message of `edge` at `seq`: its action's text is made once."""
+        text = self.texts.get(edge)
+        if text is None:
+            action = self.labels[edge]
+            params = json.dumps({k: jsonable(v) for k, v in action.params})
+            text = self.texts[edge] = f', "action": {json.dumps(action.name)}, "params": {params}}}\n'.encode()
+        return b'{"type": "step", "seq": ' + str(seq).encode() + text
 
     def judge(self, state: Any) -> tuple[str, list[str]]:
         """`state`'s vars as canonical text, and the invariants the model breaks there."""
@@ -349,17 +361,23 @@ class _Tour:
 
 
 def _tour_walk(tour_: _Tour, walk: tuple[int, ...], port: PortProcess) -> Failure | None:
-    """Run one walk of the tour on `port` (at its initial state), then its reset: the first failure."""
+    """Run one walk of the tour on `port` (at its initial state), then its reset: the first failure.
+
+    A pipelining port gets the steps (and the reset, when they all fit) in as few writes as the window
+    allows: every write wakes the port, and on a loaded machine a wake-up costs more than a step."""
     model, labels = tour_.model, tour_.labels
     state = model.initial()
     if _canonical(port.vars()) != tour_.judge(state)[0]:
         return Failure((), DIVERGENCE, "state " + first_difference(model.vars(state), port.vars()), "tour")
     ahead = PIPELINE_WINDOW if port.pipelines else 1
     sent = 0
+    reset_sent = False
     for index in range(1, len(walk) + 1):
-        if sent < index:  # keep up to `ahead` steps in flight
+        if sent < index or (ahead > 1 and sent - index < ahead // 2 and sent < len(walk)):
             end = min(len(walk), index - 1 + ahead)
-            port.send(b"".join(step_line(seq, labels[walk[seq - 1]]) for seq in range(sent + 1, end + 1)))
+            lines = b"".join(tour_.line(seq, walk[seq - 1]) for seq in range(sent + 1, end + 1))
+            reset_sent = ahead > 1 and end == len(walk) and port.resets
+            port.send(lines + RESET if reset_sent else lines)
             sent = end
         observed = port.take_reply(index, labels[walk[index - 1]])
         state, expected, expected_text = tour_.step(state, walk[index - 1])
@@ -374,20 +392,22 @@ def _tour_walk(tour_: _Tour, walk: tuple[int, ...], port: PortProcess) -> Failur
             named = [n for n in names if n != DIVERGENCE]
             return Failure(tuple(labels[e] for e in walk[:index]), named[0] if named else DIVERGENCE, detail, "tour")
     if port.resets:
-        wrong = closing_reset(port, model.vars(model.initial()))
-        if wrong:
-            return Failure(tuple(labels[e] for e in walk), DIVERGENCE, wrong, "tour")
+        back = port.reset(sent=reset_sent)
+        initial = model.vars(model.initial())
+        if not same_json(initial, back):
+            return Failure(tuple(labels[e] for e in walk), DIVERGENCE,
+                           "reset: state " + first_difference(initial, back, ("initial", "port")), "tour")
     return None
 
 
 def tour_on_port(
-    name: str, model: Model[Any], spec: PortSpec, pool: PortPool, *, stop_at: float, max_states: int = 2000,
-    max_steps: int = TOUR_MAX_STEPS,
+    name: str, make_model: Callable[[], Model[Any]], spec: PortSpec, pool: PortPool, *, stop_at: float,
+    max_states: int = 2000, max_steps: int = TOUR_MAX_STEPS,
 ) -> tuple[TourPart, Failure | None]:
-    """Every transition of `model`'s explored graph on the port (`spec`'s configuration is the model's),
-    until a failure or the monotonic time `stop_at`; the coverage and the failure."""
+    """Every transition of the explored graph of `make_model()` on the port (`spec`'s configuration is the
+    model's), until a failure or the monotonic time `stop_at`; the coverage and the failure."""
     started = time.perf_counter()
-    tour_ = _Tour.of(model, max_states, max_steps)
+    tour_ = _Tour.of(make_model(), max_states, max_steps)
     covered = bytearray(len(tour_.labels))
     walks = steps = 0
     failure: Failure | None = None
@@ -411,6 +431,8 @@ def tour_on_port(
         if failure is not None:
             if port is not None:
                 port.close()
+            if not failure.target.startswith(PORT_PREFIX) and 0 < len(failure.actions) <= len(walk):
+                failure = _shortest(tour_, make_model, spec, walk[len(failure.actions) - 1], failure)
             break
         assert port is not None
         pool.keep(port)
@@ -418,6 +440,21 @@ def tour_on_port(
             covered[e] = 1
     part = TourPart(name, sum(covered), len(tour_.labels), walks, steps, time.perf_counter() - started)
     return part, failure
+
+
+def _shortest(tour_: _Tour, make_model: Callable[[], Model[Any]], spec: PortSpec, edge: int,
+              failure: Failure) -> Failure:
+    """The failing transition at the end of the shortest path to its source, when it fails there alike (as
+    the conformance engine does): a shorter run for the shrinker to start from, on a fresh port."""
+    exploration = tour_.exploration
+    candidate = (*exploration.path_to(exploration.edges[0][edge]), tour_.labels[edge])
+    if len(candidate) >= len(failure.actions):
+        return failure
+    try:
+        again = run_actions(make_model, spec, candidate, "tour")
+    except OutOfTime:
+        return failure
+    return again if again is not None and again.target == failure.target else failure
 
 
 # -- random walks and Hypothesis ---------------------------------------------------------------------
@@ -612,7 +649,7 @@ def verify(
         tour_spec = replace(tour_spec, deadline=deadline)
         pool = PortPool(tour_spec)
         try:
-            part, search.failure = tour_on_port(name, make_tour_model(), tour_spec, pool, stop_at=search_end,
+            part, search.failure = tour_on_port(name, make_tour_model, tour_spec, pool, stop_at=search_end,
                                                 max_states=max_states)
         finally:
             pool.close()

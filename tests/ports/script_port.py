@@ -1,6 +1,7 @@
 """A scripted port for the protocol tests: correct replies, except at one step where it misbehaves.
 
-argv: MODE STEP PIDFILE. Its state is the model's initial one for the hello's configuration. Every
+argv: MODE STEP PIDFILE [reset]. Its state is the model's initial one for the hello's configuration (with
+`reset`, it announces the capability and answers a reset with that state). Every
 start appends its pid (and, in `orphan` mode, the pid of a grandchild it leaves running) to
 PIDFILE, so the tests can check that nothing survives.
 """
@@ -34,9 +35,14 @@ def main() -> None:
     config = {k: tuple(v) if isinstance(v, list) else v for k, v in hello["config"].items()}
     model = registry.get(hello["mechanism"]).make_model(config, hello["variant"])
     initial = json.loads(json.dumps(model.vars(model.initial())))
-    send({"type": "ready", "vars": initial})
+    resets = sys.argv[4:] == ["reset"]
+    send({"type": "ready", "vars": initial, **({"capabilities": ["reset"]} if resets else {})})
     for line in sys.stdin:
-        seq = json.loads(line)["seq"]
+        message = json.loads(line)
+        if message["type"] == "reset":
+            send({"type": "ready", "vars": initial})
+            continue
+        seq = message["seq"]
         if seq == at:
             if mode == "crash":
                 sys.stderr.write("boom: simulated crash\n")
@@ -59,6 +65,11 @@ def main() -> None:
                 continue
             if mode == "wrong-type":  # a message of no type this protocol knows, and no seq
                 send({"type": "status", "state": "fine"})
+                continue
+            if mode == "extra":  # one step answered twice
+                send({"type": "reply", "seq": seq, "observation": None, "vars": initial})
+            if mode == "ready-reply":  # a ready where a reply belongs
+                send({"type": "ready", "seq": seq, "vars": initial})
                 continue
             if mode == "error":
                 send({"type": "error", "seq": seq, "message": "not implemented"})

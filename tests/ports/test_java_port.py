@@ -8,7 +8,7 @@ keyshared "tracker" scope (`-Dbug=post-decrement`). The port is compiled once pe
 
 from __future__ import annotations
 
-import shutil
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -22,6 +22,7 @@ from properties.cli import DIVERGED, PASS, main
 from properties.engines.lockstep import DIVERGENCE, Implementation
 from properties.engines.verify import PortSpec, run_actions
 from properties.registry import replay
+from tests.ports.tools import need
 from traces.format import load
 
 SOURCES = Path(__file__).with_name("java")
@@ -29,29 +30,34 @@ SOURCES = Path(__file__).with_name("java")
 
 @pytest.fixture(scope="session")
 def java_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("javac") is None or shutil.which("java") is None:
-        pytest.skip("needs a JDK (javac and java)")
+    need("javac", "java", package="openjdk-17-jdk-headless")
     out = tmp_path_factory.mktemp("java-port")
     subprocess.run(["javac", "-d", str(out), *map(str, sorted(SOURCES.glob("*.java")))], check=True, timeout=120)
     return out
 
 
 def _verify(classes: Path, out: Path, *jvm: str, mechanism: str = "topiclist", config: str = "semaphore",
-            ) -> tuple[int, float]:
-    """A passing port spends the whole budget; a buggy one stops once its run is shrunk, so its budget is
-    ample: on a loaded machine a tight one cuts shrinking short (a 12-step trace where 10 are enough)."""
-    budget = "20" if jvm else "8"
+            tour_only: bool = False) -> tuple[int, float]:
+    """A passing port spends the whole budget (unless only the tour runs: it ends with the tour); a buggy one
+    stops once its run is shrunk, so its budget is ample: on a loaded machine a tight one cuts shrinking
+    short (a 12-step trace where 10 are enough)."""
+    budget = "60" if tour_only else "20" if jvm else "8"
     started = time.monotonic()
     code = main(["verify", "--mechanism", mechanism, "--config", config, "--budget", budget, "--out", str(out),
+                 *(["--tour-only"] if tour_only else []),
                  "--port", "java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", *jvm, "-cp", str(classes), "Main"])
     return code, time.monotonic() - started
 
 
-def test_the_correct_java_port_passes(java_classes: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, elapsed = _verify(java_classes, tmp_path)
+def test_the_correct_java_port_passes_the_whole_tour_on_one_process(
+    java_classes: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, elapsed = _verify(java_classes, tmp_path, tour_only=True)
     out = capsys.readouterr().out
     assert code == PASS, out
-    assert "port agrees with the model and the reference" in out
+    covered, total = re.search(r"tour semaphore: (\d+) / (\d+) transitions covered", out).groups()  # type: ignore[union-attr]
+    assert covered == total and int(total) > 1000, out
+    assert "1 port processes" in out  # the port announces reset: every walk of the tour on one JVM
     assert elapsed < 60
 
 
@@ -78,6 +84,8 @@ def test_the_correct_java_tracker_port_passes(java_classes: Path, tmp_path: Path
     out = capsys.readouterr().out
     assert code == PASS, out
     assert "port agrees with the model and the reference" in out
+    processes = int(re.search(r"(\d+) port processes", out).group(1))  # type: ignore[union-attr]
+    assert processes <= 3, out  # a tour (or two) and the random runs, each on one JVM through reset
     assert elapsed < 60
 
 

@@ -18,7 +18,7 @@ from properties import registry
 from properties.cli import PASS, USAGE, main
 from properties.engines.lockstep import as_json, same_json
 from properties.engines.mechanism import Mechanism, Vocabulary
-from properties.engines.port import PROTOCOL_VERSION, PortProcess
+from properties.engines.port import PROTOCOL_VERSION, PortError, PortProcess
 from properties.engines.protocol import Sample, complete_config, document, missing
 from tests.ports.transcripts import SCRIPTS, transcript
 
@@ -205,3 +205,14 @@ def test_a_wrong_example_message_is_caught() -> None:
     broken = [(n, d, {**m, "observation": {"unblocked": [1]}} if m["type"] == "reply" else m) for n, d, m in session]
     with pytest.raises(AssertionError, match="not the model's observation"):
         _replay_session(broken)
+
+
+def test_a_port_refuses_a_protocol_version_it_does_not_know(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The doc-written port checks the hello's version: a newer harness gets an error, not a guess."""
+    mechanism = registry.get("pidquota")
+    config = mechanism.hypothesis_configs["default"]
+    monkeypatch.setattr("properties.engines.port.PROTOCOL_VERSION", PROTOCOL_VERSION + 1)
+    with pytest.raises(PortError) as info:
+        PortProcess([sys.executable, str(DOC_PORT)], mechanism, mechanism.current, config)
+    assert (info.value.kind, info.value.step) == ("error", 0)
+    assert f"protocol {PROTOCOL_VERSION} only" in info.value.message

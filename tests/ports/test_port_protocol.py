@@ -4,6 +4,7 @@ step, reported by the CLI with exit code 4, and leaves no process behind."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from models.core import Action
 from properties import registry
-from properties.cli import INFRA, PASS, USAGE, VIOLATED, main
+from properties.cli import DIVERGED, INFRA, PASS, USAGE, VIOLATED, main
 from properties.engines.port import KINDS, PortError, PortProcess
 from traces.format import load
 
@@ -162,3 +163,55 @@ def test_verify_reports_an_invariant_the_port_checks_itself_with_exit_code_1(
     trace = load(next((tmp_path / "out" / "topiclist").glob("current-port-TL-I2.json")))
     assert trace.failure["step"] == 1 and "TL-I2" in trace.steps[1].violations
     _assert_none_alive(pidfile)
+
+
+def test_an_extra_reply_is_blamed_on_the_step_it_answered(tmp_path: Path) -> None:
+    """Step 2 answered twice: the extra line is read when step 3 is sent, but step 2 is where the port went
+    wrong; a port with reset meets it on the reset after its last step."""
+    for tail, last in (([], 3), (["reset"], 2)):
+        port = PortProcess([*_argv("extra", 2, tmp_path / "pids"), *tail], MECHANISM, "current", CONFIG)
+        try:
+            with pytest.raises(PortError) as info:
+                for _ in range(last):
+                    port.apply(Action.of("advance", dt=1))
+                port.reset()
+        finally:
+            port.close()
+        assert (info.value.kind, info.value.step) == ("wrong-step", 2), tail
+        assert "an extra reply to step 2" in info.value.message
+
+
+def test_a_ready_sent_as_a_reply_is_garbage_naming_its_type(tmp_path: Path) -> None:
+    port = PortProcess(_argv("ready-reply", 1, tmp_path / "pids"), MECHANISM, "current", CONFIG)
+    try:
+        with pytest.raises(PortError) as info:
+            port.apply(Action.of("advance", dt=1))
+    finally:
+        port.close()
+    assert (info.value.kind, info.value.step) == ("garbage", 1)
+    assert "'type' must be 'reply' here, got 'ready'" in info.value.message
+
+
+def test_the_budget_holds_when_shrinking_a_hanging_port(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A hanging port costs a whole step timeout per shrink candidate and per recorded trace: the budget
+    still holds, because every wait ends at its deadline (the trace is then the run as found)."""
+    started = time.monotonic()
+    code = main(["verify", "--mechanism", "topiclist", "--budget", "6", "--step-timeout", "4",
+                 "--out", str(tmp_path / "out"), "--port", *_argv("hang", 1, tmp_path / "pids")])
+    elapsed = time.monotonic() - started
+    out = capsys.readouterr().out
+    assert code == INFRA and "port-hang at step 1" in out, out
+    assert elapsed < 6 + 1.5  # without a deadline on each wait: 4 s to find, 4 s more per candidate
+    _assert_none_alive(tmp_path / "pids")
+
+
+def test_a_resetting_port_serves_many_walks_in_one_process(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    pidfile = tmp_path / "pids"
+    code = main(["verify", "--mechanism", "topiclist", "--budget", "8", "--out", str(tmp_path / "out"),
+                 "--port", *_argv("violation", 10_000, pidfile), "reset"])
+    out = capsys.readouterr().out
+    assert code == DIVERGED, out  # the script's state never changes: the tour's first step that moves diverges
+    assert len(pidfile.read_text().split()) >= 2  # the walk, then the shrinker's fresh ports
+    tour = next(line for line in out.splitlines() if " tour semaphore: " in line)
+    assert re.search(r"\d+ / \d+ transitions covered, \d+ walks, \d+ steps, [\d.]+s, [\d,]+ steps/s", tour), tour
