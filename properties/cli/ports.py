@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from models.core import Model, Param
-from properties.cli.common import DIVERGED, INFRA, PASS, VIOLATED, UsageError, _mechanisms, _model, _progress
+from properties.cli.common import DIVERGED, INFRA, PASS, VIOLATED, UsageError, _mechanisms, _model, _name, _progress
 from properties.engines.lockstep import DIVERGENCE
 from properties.engines.mechanism import Mechanism
 from properties.engines.verify import (
@@ -163,8 +163,9 @@ def add_verify_parser(sub: Any) -> None:
     """The `verify` subcommand's arguments."""
     verify_p = sub.add_parser("verify", help="check a port (JSON lines on stdin/stdout) against the model")
     verify_p.add_argument("--mechanism", required=True, help="the mechanism the port implements")
-    verify_p.add_argument("--variant", help="the variant the port implements (default: the current one)")
-    verify_p.add_argument("--config", help="configuration name (default: the first Hypothesis configuration)")
+    verify_p.add_argument("--variant", type=_name, help="the variant the port implements (default: the current one)")
+    verify_p.add_argument("--config", type=_name,
+                          help="configuration name (default: the first Hypothesis configuration)")
     verify_p.add_argument("--budget", type=float, default=20.0,
                           help="seconds for everything, shrinking and the trace included (default 20)")
     verify_p.add_argument("--tour-only", action="store_true",
