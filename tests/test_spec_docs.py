@@ -68,9 +68,9 @@ def test_a_property_added_without_its_doc_entry_or_removed_from_the_code_is_repo
     assert doc_problems((*entries, fake), _spec("pidquota")) == [
         "pidquota.md: PQ-I99 is in the code but not in the spec"]
     binding = registry.get("pidquota")
-    grown = replace(binding, beyond_model={**binding.beyond_model, "PQ-I12": Property("undocumented", ("tests",))})
+    grown = replace(binding, beyond_model={**binding.beyond_model, "PQ-I98": Property("undocumented", ("tests",))})
     assert doc_problems(tuple(catalogue(grown)), _spec("pidquota")) == [
-        "pidquota.md: PQ-I12 is in the code but not in the spec"]
+        "pidquota.md: PQ-I98 is in the code but not in the spec"]
     dropped = tuple(entry for entry in entries if entry.name != "PQ-I11")
     assert doc_problems(dropped, _spec("pidquota")) == ["pidquota.md: PQ-I11 is in the spec but not in the code"]
 

@@ -22,7 +22,9 @@ ghost last-track time at each cleanup the schedule says has run; PQ-I6 on the se
 harness's count of `False` answers (not the manager's `new_pids`); PQ-I8 on the other principals'
 entries and sensors across a produce; PQ-I9 on the vectors and on each tracked PID's indices against
 `murmur_indices`; PQ-I10 on the layer order and on probes leaving the entry untouched; PQ-I11 on
-`track`'s answer, `contains` and `find` against the per-layer test on oracle indices. Every name
+`track`'s answer, `contains` and `find` against the per-layer test on oracle indices; PQ-I12 on the
+count-based advance: the entry's `advance_on_count` count against the harness's own count of the merges
+its per-layer test says were due since the entry was created (modulo n_layer). Every name
 found in a step is reported with that step (a failing hasher vector with the first one, so that a
 trace names it). A history invariant the model also judges (PQ-I1, PQ-I2, PQ-I4a, PQ-I5's idle clause)
 is judged at the same step as the model, on an actual `track` or cleanup, never predicted from the
@@ -167,6 +169,7 @@ class PidQuotaReference:
         self.merges: dict[tuple[str, int], list[int]] = {}  # times a track changed the entry
         self.counted: dict[str, int] = {}  # tracks answered False, per principal
         self.calm: dict[str, bool] = {}  # PQ-I4b's rate condition since the entry was created
+        self.merges_due: dict[str, int] = {}  # PQ-I12: merges the per-layer test called for since the entry was made
         self.cleaned_at: int | None = None  # the latest clean_map the schedule or the harness ran
         self._violations: list[str] = []
 
@@ -244,6 +247,10 @@ class PidQuotaReference:
         if s.seen != bool(holding):
             self._flag("PQ-I11")
         recent = bool(holding) and (not model.readd or layers[holding[-1]][0] >= s.now - model.delta_t)
+        if s.before is None:
+            self.merges_due[s.principal] = 0
+        if not recent:  # new, or a re-add of a PID whose newest layer is no longer recent: a merge
+            self.merges_due[s.principal] += 1
         merged = s.after != s.before
         if merged:
             times = [t for t in self.merges.get(key, []) if t >= s.now - model.delta_t]
@@ -284,6 +291,8 @@ class PidQuotaReference:
                 self._flag("PQ-I10")
             if self.calm.get(principal, True) and len(layers) > model.max_depth:
                 self._flag("PQ-I4b")
+            if entry.count_check.count != self.merges_due.get(principal, 0) % model.n_layer:
+                self._flag("PQ-I12")
             last = max((t for (p, _), t in self.last.items() if p == principal), default=None)
             if self.cleaned_at is not None and last is not None and last < self.cleaned_at - model.window:
                 self._flag("PQ-I5")
@@ -462,7 +471,8 @@ MECHANISM = Mechanism(
     current="current",
     twins={"no_readd": "PQ-I1"},
     reference_judges={
-        "pidquota": ("PQ-I1", "PQ-I2", "PQ-I4a", "PQ-I4b", "PQ-I5", "PQ-I6", "PQ-I8", "PQ-I9", "PQ-I10", "PQ-I11"),
+        "pidquota": ("PQ-I1", "PQ-I2", "PQ-I4a", "PQ-I4b", "PQ-I5", "PQ-I6", "PQ-I8", "PQ-I9", "PQ-I10", "PQ-I11",
+                     "PQ-I12"),
     },
     beyond_model={
         "PQ-I3": Property("false positives stay within 1.15·N·p + 3·sqrt(N·p) of N probes: per layer at the shape's "
@@ -477,6 +487,8 @@ MECHANISM = Mechanism(
                           ("reference",)),
         "PQ-I11": Property("contains is per layer: a PID is found iff one single layer holds all its bits, and find "
                            "lists exactly those layers", ("reference",)),
+        "PQ-I12": Property("the count-based advance: an entry's count is the number of merges due since it was "
+                           "created, modulo n_layer, so a new layer starts on every n_layer-th merge", ("reference",)),
         "PQ-W": Property("after a sighting at s the PID sits in a layer created at or after s - ΔT, so it cannot "
                          "expire before s + H", ("z3",)),
     },
