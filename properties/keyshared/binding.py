@@ -574,12 +574,12 @@ MECHANISM = Mechanism(
         "KS-W": Property("the Z3 dispatcher is well formed: message statuses within bounds, pending acks only at "
                          "connected consumers, and a consumer holding a hash it does not own is draining it", ("z3",)),
     },
-    # Replayed in full first (the corners and the tracker scope: seconds each), the broad bounded ones last,
-    # so a bug within the small configurations is killed before minutes go to the large ones.
+    # Replayed in full first (the corners, the cursor jumps, the tracker scope and the lock scope: seconds each),
+    # the broad bounded ones last, so a bug within the small configurations is killed before minutes go to the
+    # large ones.
     explore_configs={**_CORNERS, **_JUMPS, "tracker": TRACKER_EXPLORE_CONFIG,
-                     "tracker-wide": TRACKER_WIDE_EXPLORE_CONFIG,
-                     **{k: v for k, v in EXPLORE_CONFIGS.items() if k not in _CORNERS and k not in _JUMPS},
-                     **LOCKS_EXPLORE_CONFIGS},
+                     "tracker-wide": TRACKER_WIDE_EXPLORE_CONFIG, **LOCKS_EXPLORE_CONFIGS,
+                     **{k: v for k, v in EXPLORE_CONFIGS.items() if k not in _CORNERS and k not in _JUMPS}},
     hypothesis_configs={**HYPOTHESIS_CONFIGS, "tracker": TRACKER_HYPOTHESIS_CONFIG, "locks": LOCKS_HYPOTHESIS_CONFIG},
     proofs=keyshared_z3.proofs,
     bench=keyshared_z3.bench,

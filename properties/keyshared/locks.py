@@ -9,7 +9,9 @@ It judges LK-1..LK-6 from its own ledger, never from the reference's opinion: wh
 tracker's map and to the entry objects it has seen (which entry a step decremented, removed, counted a block
 on), which thread held the tracker's lock when a step started, the unblocking calls its handler received,
 what the client acked (recorded when each ack is sent, before the broker processes it), the dispatch verdicts
-returned to it, and the exceptions that escaped the threads.
+returned to it, and the exceptions that escaped the threads. Beyond the model's LK-6 (a dispatch blocked by an
+entry already removed without a call), the ledger also owes a call for every removal, by a consumer not
+leaving, of an entry that had blocked a dispatch: an operation that returns still owing it loses the wake-up.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ class KeySharedLocksReference:
         self.acked: set[int] = set()
         self.leaving: set[int] = set()
         self.blocks: list[bool] = []
+        self.finished: list[str] = []  # the thread of each operation that returned, in order
+        self.owed: dict[str, int] = {}  # thread -> the hash whose unblocking call its operation still owes
+        self.batch_owes = False  # an open handler batch owes an unblocking call (-1) when it ends
         dispatcher, acker = (self.world.thread(name) for name in THREADS)
         for op in model.scripts[0]:
             dispatcher.execute(partial(self._dispatcher_op, op), label=op)
@@ -62,6 +67,7 @@ class KeySharedLocksReference:
             self.d.remove_consumer(int(op.split()[1]))
         else:
             self.blocks.append(self.d.dispatch(HASH))
+        self.finished.append(THREADS[0])
 
     def _acker_op(self, op: str) -> None:
         word, _, arg = op.partition(" ")
@@ -72,6 +78,7 @@ class KeySharedLocksReference:
         else:
             self.acked.update(range(n + 1))
             self.d.ack_up_to(1, n)
+        self.finished.append(THREADS[1])
 
     # -- Implementation -----------------------------------------------------------------------------------------
     def apply(self, action: Action) -> Observation:
@@ -84,10 +91,11 @@ class KeySharedLocksReference:
             return None
         before = self._snapshot()
         holder = self._tracker_holder()
-        uncaught = len(self.world.uncaught)
+        uncaught, calls, finished = len(self.world.uncaught), len(self.d.unblocked), len(self.finished)
         self.world.step(("run", name))
         self._see()
         self._judge(name, step, before, holder)
+        self._settle(name, len(self.d.unblocked) > calls, name in self.finished[finished:])
         for thread_name, _task, error in self.world.uncaught[uncaught:]:
             if not isinstance(error, NullPointerException):
                 raise RuntimeError(f"{thread_name} raised {type(error).__name__}: {error}") from error
@@ -190,12 +198,32 @@ class KeySharedLocksReference:
         if gone.ref_count.value > 0 or (self.d.owners[HASH] != drainer.consumer_id and holds):
             self.broken.add("LK-2")
         self.removed_by[name] = gone
+        if gone.blocked_count.value > 0 and drainer.consumer_id not in self.leaving:
+            self.owed[name] = HASH  # a dispatch waits on it: an unblocking call must follow (or end its batch)
         if self.order == "pre23854":  # the blocking read ran inside the same step, under the monitor
             self.removal[id(gone)] = UNBLOCKS if gone.blocked_count.value > 0 else SILENT
         elif self._label(name) == "reduceRefCount: entry.blockedCount.get":
             self.removal[id(gone)] = READ_PENDING
         else:  # closing: no wake-up is owed
             self.removal[id(gone)] = EXEMPT
+
+    def _settle(self, name: str, called: bool, returned: bool) -> None:
+        """The unblocking calls owed (LK-6 beyond the model's race): any call wakes the dispatcher, so it pays every
+        debt; a removal that defers its call to an open handler batch (it set unblockedWhileBatching) hands the
+        debt to the batch, and the batch to the thread that ends it (its endBatch calls with -1); an operation
+        that returns still owing a call has lost the wake-up."""
+        tracker = self.d.tracker
+        if called:
+            self.owed.clear()
+            self.batch_owes = False
+        if name in self.owed and tracker.unblocked_while_batching and tracker.batch_level > 0:
+            del self.owed[name]
+            self.batch_owes = True
+        if self.batch_owes and tracker.batch_level == 0:
+            self.batch_owes = False
+            self.owed[name] = HASH
+        if returned and self.owed.pop(name, None) is not None:
+            self.broken.add("LK-6")
 
     def _index(self, entry: DrainingHashEntry) -> int:
         return next(i for i, e in enumerate(self.entries) if e is entry)
