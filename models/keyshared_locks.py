@@ -487,7 +487,7 @@ class KeySharedLocksModel:
         entry = state.entries[state.slot] if state.slot != -1 else None
         return {
             "owner": state.owner,
-            "pending": [list(p) for p in state.pending],
+            "pending": [[c + 1, list(p)] for c, p in enumerate(state.pending)],
             "closed": list(state.closed),
             "draining": [] if entry is None else [[HASH, entry.consumer, entry.ref_count, entry.blocked]],
             "batch_level": state.batch_level,

@@ -18,7 +18,7 @@ import pytest
 from models.core import Action, Json
 from properties.cli import main
 from properties.cli.promote import CORPUS, corpus
-from properties.cli.report import GLOBAL, lanes, render
+from properties.cli.report import GLOBAL, changes, lanes, render
 from traces.format import Trace, TraceStep, load
 
 TRACES = [p for p in corpus() if load(p).failure]  # counterexamples; a passing regression trace has no failure
@@ -218,3 +218,15 @@ def test_check_writes_a_report_beside_each_finding(tmp_path: Path, capsys: pytes
     for trace in traces:
         assert f"report: {trace.with_suffix('.html')}" in err
         assert "PQ-I1 violated at step" in trace.with_suffix(".html").read_text(encoding="utf-8")
+
+
+def test_a_lock_level_trace_has_a_lane_per_thread_with_the_locks_it_holds() -> None:
+    """The lost wake-up: each thread's lane shows where it is and which locks it holds at each step."""
+    trace = load(CORPUS / "keyshared" / "pip379-locks-lost-wake-up-LK-6.json")
+    assert lanes(trace)[1:3] == ["thread[dispatcher]", "thread[acker]"]
+    assert not any(lane in ("threads", "locks") or lane.startswith(("threads[", "locks[")) for lane in lanes(trace))
+    held = {(c.lane, str(c.after)) for step in changes(trace) for c in step if c.path == "holds"}
+    assert ("thread[acker]", "['map[1]']") in held  # inside PendingAcksMap.remove
+    assert ("thread[acker]", "['map[1]', 'tracker']") in held  # reduceRefCount's removal, inside both locks
+    page = render(trace)
+    assert "thread[acker]" in page and "reduceRefCount: entry.blockedCount.get" in page

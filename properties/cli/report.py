@@ -102,11 +102,34 @@ def _gather(lanes: dict[str, Json], name: str, items: Sequence[Json], actor: str
                 listed.append(item)
 
 
+def _thread_lanes(state: Mapping[str, Json]) -> dict[str, Json]:
+    """A lock-level scope's threads, one lane each: where the thread is (its next operation) and the locks it holds.
+
+    Any scope that projects `threads` as `[name, next operation]` pairs and `locks` as lock -> holders gets them
+    (the Key_Shared lock scope does), so a reader sees each thread's steps beside the locks it held at each.
+    """
+    threads, locks = state.get("threads"), state.get("locks")
+    if not isinstance(threads, list) or not isinstance(locks, dict):
+        return {}
+    out: dict[str, Json] = {}
+    for thread in threads:
+        if isinstance(thread, list | tuple) and len(thread) == 2:
+            name = thread[0]
+            holds: list[Json] = [lock for lock, holders in sorted(locks.items())
+                                 if isinstance(holders, list | tuple) and name in holders]
+            out[f"thread[{name}]"] = {"at": thread[1], "holds": holds}
+    return out
+
+
 def actors_of(trace: Trace, state: Mapping[str, Json], actor_vars: set[str]) -> dict[str, Json]:
-    """The state split into lanes: `var[id]` for each actor, `global` for the scalar variables."""
-    lanes: dict[str, Json] = {}
+    """The state split into lanes: `var[id]` for each actor, `global` for the scalar variables, and one lane per
+    thread (with the locks it holds) for a lock-level scope."""
+    lanes: dict[str, Json] = _thread_lanes(state)
+    drawn = ("threads", "locks") if lanes else ()
     scalars: dict[str, Json] = {}
     for name in sorted(state):
+        if name in drawn:
+            continue  # drawn as the thread lanes
         value = state[name]
         if name not in actor_vars:
             scalars[name] = value

@@ -108,7 +108,7 @@ class KeySharedLocksReference:
         maps = {c: d.consumers[c].pending_acks for c in (1, 2)}
         return {
             "owner": d.owners[HASH],
-            "pending": [_json(sorted(maps[c].pending_acks)) for c in (1, 2)],
+            "pending": [[c, _json(sorted(maps[c].pending_acks))] for c in (1, 2)],
             "closed": [maps[c].closed for c in (1, 2)],
             "draining": [] if entry is None else [
                 [HASH, entry.consumer.consumer_id, entry.ref_count.value, entry.blocked_count.value]],

@@ -264,8 +264,7 @@ KEYSHARED_LOCKS = Vocabulary(
     },
     vars={
         "owner": "the consumer owning the hash (1 or 2)",
-        "pending": "each consumer's pending acks of the hash (entry ids), consumer 1 first",
-        "pending[]": "one consumer's, ascending",
+        "pending": "[consumer, entry ids ascending] of consumer 1, then consumer 2: their pending acks of the hash",
         "closed": "each consumer's map was closed (forEachAndClose)",
         "draining": "the tracker's entry for the hash, as [hash, consumer, ref_count, blocked_count], or nothing",
         "batch_level": "the tracker's batch nesting",
