@@ -32,11 +32,12 @@ called inside the monitor); ``unserialized`` (the current tracker with callers t
 lock: the map lock is the atomicity switch the current order relies on, dropped).
 
 Invariants, raised as flags by the step that breaks them: LK-1 no ref count is ever negative; LK-2 no entry is
-removed by ``reduceRefCount`` while needed (its ref count above 0, or, unless the consumer is leaving, the consumer
-still holding a pending ack the client has not acked, of a hash it no longer owns); LK-3 the entry ``reduceRefCount`` removes is the one it decremented; LK-4 no
-unblocking handler call and no stats update while the thread holds the tracker's lock (the #23854 rule);
-LK-5 no null dereference (``removed.isBlocking()`` on null); LK-6 no dispatch is blocked by an entry that
-is already removed by a removal that decided not to call the unblocking handler (a lost wake-up).
+removed by ``reduceRefCount`` while needed (its ref count above 0, or, unless the consumer is leaving, the
+consumer still holding a pending ack the client has not acked, of a hash it no longer owns); LK-3 the entry
+``reduceRefCount`` removes is the one it decremented; LK-4 no unblocking handler call and no stats update while
+the thread holds the tracker's lock (the #23854 rule); LK-5 no null dereference (``removed.isBlocking()`` on
+null); LK-6 no dispatch is blocked by an entry that is already removed by a removal that decided not to call
+the unblocking handler (a lost wake-up).
 A configuration may leave invariants ``unchecked`` (Hypothesis ends a run at its first failure).
 """
 
