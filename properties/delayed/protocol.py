@@ -39,7 +39,8 @@ DELAYED = Vocabulary(
         "timer.target": "the bucket key the armed timer is for",
         "timer.deadline": "when the timer fires, ms",
         "last_tick_run": "when the last timer run (fire or foreign run) happened",
-        "deliver_at": "the dispatcher's exact D per position read so far",
+        "deliver_at": "the dispatcher's exact D per position read so far, in the configured positions' order (ledgers, "
+                      "then entries)",
         "deliver_at[]": "[ledger, entry, d] a position and its D (-1: no delay)",
         "deliver_at[].ledger": "ledger id",
         "deliver_at[].entry": "entry id",
@@ -63,7 +64,8 @@ DELAYED = Vocabulary(
         "clear": ActionDoc("clear the tracker (the armed timer stays, stale)", "always"),
     },
     observation={
-        "delivered": "add: whether the message was delivered at once (not held); a round: the positions delivered",
+        "delivered": "add: whether the message was delivered at once (not held); a round: the positions delivered, in "
+                     "delivery order",
         "delivered[]": _POSITION,
         "delivered[].ledger": "ledger id",
         "delivered[].entry": "entry id",

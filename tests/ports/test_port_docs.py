@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import sys
 from collections import deque
 from pathlib import Path
@@ -14,13 +15,15 @@ from typing import Any
 import pytest
 
 from models.core import Model
+from models.keyshared_tracker import EVENTS as TRACKER_EVENTS
 from properties import registry
 from properties.cli import PASS, USAGE, main
+from properties.engines.explorer import explore
 from properties.engines.lockstep import as_json, same_json
 from properties.engines.mechanism import Mechanism, Vocabulary
 from properties.engines.port import PROTOCOL_VERSION, PortError, PortProcess
 from properties.engines.protocol import Sample, complete_config, document, missing
-from tests.ports.transcripts import SCRIPTS, transcript
+from tests.ports.transcripts import SCRIPTS, observation_card, scopes, transcript
 
 HERE = Path(__file__).parent
 DOCS = HERE.parents[1] / "docs" / "ports.md"
@@ -216,3 +219,52 @@ def test_a_port_refuses_a_protocol_version_it_does_not_know(monkeypatch: pytest.
         PortProcess([sys.executable, str(DOC_PORT)], mechanism, mechanism.current, config)
     assert (info.value.kind, info.value.step) == ("error", 0)
     assert f"protocol {PROTOCOL_VERSION} only" in info.value.message
+
+
+ORDER = re.compile(r"\border\b|ascending|sorted|\bfirst\b|\bby (id|name|hash|position|request|op|permit|connection|"
+                   r"consumer|principal|path|thread)|indexed|\bi\b|\ba set\b|in (call|send|run|append|join|creation|"
+                   r"completion|tracking|submission|delivery) order|\[\w+, \w+|at most one")
+"""The words a list's meaning uses to say its order (or a fixed layout such as `[value, version]`)."""
+
+
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_every_list_says_its_order(name: str) -> None:
+    """A port must build every array in the model's order: each array-typed var or observation field states
+    it in its meaning (fixed-length layouts, `[a, b]`, are positions, not orders)."""
+    mechanism = registry.get(name)
+    unordered = [f"{scope['scope']}: {part['path']}: {part['meaning']}"
+                 for scope in document(mechanism, mechanism.current)["scopes"]
+                 for part in [*scope["vars"], *scope["observation"]]
+                 if "array" in part["type"].split("|") and not ORDER.search(part["meaning"])]
+    assert unordered == [], f"say the order in properties/{name}/protocol.py"
+
+
+@pytest.mark.parametrize(("mechanism", "scope"), scopes())
+def test_the_docs_show_every_scopes_observations_as_the_model_makes_them(mechanism: str, scope: str) -> None:
+    assert f"```\n{observation_card(mechanism, scope)}\n```" in DOCS.read_text(encoding="utf-8"), (
+        "regenerate with: python tests/ports/transcripts.py")
+
+
+EVENT_STATES = 1500
+"""States explored per configuration when looking for the event names a scope's model emits."""
+
+
+@pytest.mark.parametrize("scope", ["keyshared", "keyshared/tracker"])
+def test_every_event_the_model_emits_is_documented(scope: str) -> None:
+    """Each name met in `events` breadth-first over the scope's configurations is explained in docs/ports.md
+    (as a list item of that scope's events); the tracker's declared ones all are."""
+    mechanism = registry.get("keyshared")
+    text = DOCS.read_text(encoding="utf-8")
+    section = text[text.index(f"### {'keyshared, tracker scope' if '/' in scope else 'keyshared (Key_Shared'}"):]
+    section = section[: section.index("\n### ")]
+    documented = set(re.findall(r"^- `(\w+)`:", section, re.MULTILINE))
+    seen: set[str] = set()
+    for config in [*mechanism.explore_configs.values(), *mechanism.hypothesis_configs.values()]:
+        model = mechanism.make_model(config, mechanism.current)
+        if mechanism.scope(model.config) != scope:
+            continue
+        result = explore(model, max_states=EVENT_STATES, check_liveness=False, check_deadlock=False)
+        seen |= {str(e) for state in result.states for e in model.vars(state)["events"]}  # type: ignore[union-attr]
+    assert seen and seen <= documented, f"undocumented events: {sorted(seen - documented)}"
+    if scope == "keyshared/tracker":
+        assert set(TRACKER_EVENTS) <= documented

@@ -1,7 +1,7 @@
 """Worked port transcripts generated from the real models, so docs/ports.md shows exactly what a port sees.
 
-`python tests/ports/transcripts.py` prints every transcript as docs/ports.md embeds it; the docs test
-checks that the file still holds them verbatim.
+`python tests/ports/transcripts.py` prints every transcript and every scope's observation card as
+docs/ports.md embeds them; the docs test checks that the file still holds them verbatim.
 """
 
 from __future__ import annotations
@@ -63,9 +63,58 @@ def _has(action: Action, wanted: Mapping[str, Param]) -> bool:
     return all(action.get(k) == v for k, v in wanted.items())
 
 
+
+
+CARD_STATES = 300
+"""States enumerated breadth-first per configuration for the observation cards (deterministic)."""
+
+
+def _shape(observation: object) -> str:
+    """An observation's fields and the JSON type of each: what a port must send, whatever the values."""
+    if not isinstance(observation, dict):
+        return type(observation).__name__
+    kinds = {bool: "bool", int: "int", str: "string", list: "array", dict: "object", type(None): "null"}
+    return ", ".join(f"{k}: {kinds[type(v)]}" for k, v in sorted(observation.items()))
+
+
+def observation_card(mechanism: str, scope: str) -> str:
+    """Per action of `scope`, one real observation of each shape it has (the first met breadth-first over the
+    scope's configurations, so empty lists show), as docs/ports.md embeds it."""
+    found = registry.get(mechanism)
+    seen: dict[str, dict[str, object]] = {}
+    for config in [*found.explore_configs.values(), *found.hypothesis_configs.values()]:
+        model = found.make_model(config, found.current)
+        if found.scope(model.config) != scope:
+            continue
+        start = model.initial()
+        known, queue, visited = {model.key(start)}, [start], 0
+        while queue and visited < CARD_STATES:
+            state = queue.pop(0)
+            visited += 1
+            for action in model.enabled(state):
+                after, observation = model.step(state, action)
+                seen.setdefault(action.name, {}).setdefault(_shape(observation), as_json(observation))
+                if model.key(after) not in known:
+                    known.add(model.key(after))
+                    queue.append(after)
+    width = max(len(name) for name in seen)
+    lines = []
+    for name in sorted(seen):
+        for i, example in enumerate(seen[name].values()):
+            lines.append(f"{name if i == 0 else '':<{width}}  {json.dumps(example)}")
+    return "\n".join(lines)
+
+
+def scopes() -> list[tuple[str, str]]:
+    """(mechanism, scope) of every scope with a vocabulary, in the registry's order."""
+    return [(name, scope) for name, m in registry.mechanisms().items() for scope in m.vocabularies]
+
+
 def main() -> None:
     for mechanism, config in SCRIPTS:
         print(f"### {mechanism} ({config})\n\n```\n{transcript(mechanism, config)}\n```\n")
+    for mechanism, scope in scopes():
+        print(f"observations of {scope}:\n\n```\n{observation_card(mechanism, scope)}\n```\n")
 
 
 if __name__ == "__main__":
