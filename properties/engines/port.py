@@ -159,6 +159,10 @@ class PortProcess:
         return self.process.pid
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def resets(self) -> bool:
         return "reset" in self.capabilities
 

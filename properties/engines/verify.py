@@ -225,31 +225,37 @@ def closing_reset(port: PortProcess, initial: Mapping[str, Json]) -> str:
 
 
 class PortPool:
-    """At most one idle port, reset and checked: what lets one process serve many walks."""
+    """At most one idle port, reset and checked: what lets one process serve many walks. Every port it
+    started and did not get back is stopped by `close`, whatever the run that took it did with it."""
 
     def __init__(self, spec: PortSpec) -> None:
         self.spec = spec
         self.idle: PortProcess | None = None
+        self.lent: list[PortProcess] = []
         self.started = 0
 
     def take(self) -> PortProcess:
         if self.idle is not None:
             port, self.idle = self.idle, None
-            return port
-        self.started += 1
-        return self.spec.start()
+        else:
+            self.started += 1
+            port = self.spec.start()
+        self.lent = [p for p in self.lent if not p.closed]  # those a failed run stopped itself
+        self.lent.append(port)
+        return port
 
     def keep(self, port: PortProcess) -> None:
         """Keep a port whose walk passed and whose reset was checked; others are stopped."""
+        self.lent = [p for p in self.lent if p is not port]
         if port.healthy and port.resets and self.idle is None:
             self.idle = port
         else:
             port.close()
 
     def close(self) -> None:
-        if self.idle is not None:
-            self.idle.close()
-            self.idle = None
+        for port in [*self.lent, *([self.idle] if self.idle is not None else [])]:
+            port.close()
+        self.lent, self.idle = [], None
 
 
 def run_actions(
