@@ -256,6 +256,8 @@ def cmd_pipeline_check(args: argparse.Namespace) -> int:
               f"{len(summary['violating_partitions'])} violating: {summary['violating_partitions']}")
         for key, path in summary["traces"].items():
             print(f"  partition {key}: reproduce: brokerspec replay {path}")
+        for key, why in summary["incomplete_partitions"].items():
+            print(f"  partition {key}: incomplete (not a violation): {why}")
         print(f"summary: {Path(args.out) / 'summary.json'}")
     if summary["unusable"]:
         print(f"error: pipeline check: {summary['unusable']}", file=sys.stderr)

@@ -3,7 +3,8 @@
 This is the one place that decides what "a step failed" means, so the Hypothesis machines, the
 replayer, the shrinker and the port driver all agree: the model's invariants are checked on the
 model state, the implementation's projection must equal the model's (`divergence` otherwise), its
-observation must equal the model's where the model predicts one, and the implementation may
+observation must equal the model's (an empty one where the model predicts none: an implementation that
+reports something the model does not predict diverges too), and the implementation may
 report invariants it checks on its own internals, or a divergence it found itself (a port checked
 beside the reference), explained by its `disagreement` attribute.
 """
@@ -139,8 +140,8 @@ class Lockstep(Generic[S]):
             actual = self.implementation.vars()
             if not self.same(model_vars, actual):
                 detail = "state " + first_difference(model_vars, actual)
-            elif predicted is not None and not self.same(predicted, observed):
-                detail = f"observation: model {to_text(predicted)} != implementation {to_text(observed)}"
+            elif (predicted is not None or observed) and not self.same(predicted or {}, observed or {}):
+                detail = f"observation: model {to_text(predicted or {})} != implementation {to_text(observed)}"
             elif DIVERGENCE in failures:
                 detail = str(getattr(self.implementation, "disagreement", ""))
             if detail and DIVERGENCE not in failures:

@@ -154,6 +154,8 @@ def validate(mechanism: Mechanism, trace: Trace, source: str, variant: str | Non
                 state, _ = model.step(state, action)
             except ActionNotEnabled as exc:
                 raise TraceError(f"{source}: step {index}: {exc}") from None
+            except (ValueError, TypeError, KeyError, IndexError, ArithmeticError) as exc:  # parameters it cannot take
+                raise TraceError(f"{source}: step {index}: {action}: the model cannot take it: {exc!r}") from None
         if own:
             _check_var_names(model.vars(state), step.vars, f"{source}: step {index}", trace.mechanism)
     kind, names = trace.failure.get("kind"), trace.failure.get("names")

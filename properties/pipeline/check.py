@@ -41,8 +41,9 @@ from properties.pipeline.ingest import (
     read_log,
     tally,
 )
+from properties.pipeline.records import ending_in_refusal
 from properties.pipeline.schema import spec
-from traces.format import save
+from traces.format import Trace, save
 
 Progress = Callable[[str], None]
 
@@ -105,7 +106,7 @@ def sql_checks(mechanism: str, valid: DataFrame) -> DataFrame:
     previous = F.col("previous")
     gaps = valid.select(key, "seq", F.lag("seq").over(Window.partitionBy(key).orderBy("seq")).alias("previous")).select(
         key, "seq",
-        F.when(previous.isNull() & (F.col("seq") != 0), F.lit("first record is not seq 0"))
+        F.when(previous.isNull() & (F.col("seq") != 0), F.lit(NO_FIRST))
         .when(previous.isNotNull() & (F.col("seq") != previous + 1), F.format_string("seq follows %d", previous))
         .alias("detail"),
     ).where(F.col("detail").isNotNull()).withColumn("check", F.lit("LOG-SEQ"))
@@ -114,6 +115,59 @@ def sql_checks(mechanism: str, valid: DataFrame) -> DataFrame:
     if mechanism == "keyshared":
         return gaps.unionByName(keyshared_check.sql_checks(valid))
     return gaps
+
+
+NO_FIRST = "first record is not seq 0"
+"""LOG-SEQ's detail for a partition whose seq 0 is missing (any other gap says which seq the record follows)."""
+
+def before_first_gap(mechanism: str, valid: DataFrame) -> DataFrame:
+    """`valid`'s records up to each partition's first gap in seq: past one the log lost events (LOG-SEQ says
+    so, or the quarantine), and a replay of what follows would report the loss as a model failure. One
+    window over the key and seq, which `prepare`'s partitioning and sort already satisfy (no shuffle)."""
+    key = spec(mechanism).key
+    order = Window.partitionBy(key).orderBy("seq")
+    gap = (F.col("seq") != F.coalesce(F.lag("seq").over(order) + 1, F.lit(0))).cast("int")
+    seen = F.max(gap).over(order.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    return valid.withColumn("_gap_seen", seen).where(F.col("_gap_seen") == 0).drop("_gap_seen")
+
+
+def _quarantined_gaps(mechanism: str, sql_rows: list[dict[str, Any]], raw: DataFrame, prepared: DataFrame,
+                      blocks: DataFrame, reasons: dict[str, int]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The SQL rows without the LOG-SEQ gaps that quarantined records fill, and per partition those gaps
+    explain, a note: which seqs were quarantined, at which line and why, and that the partition was
+    replayed up to the gap. A quarantined line that is not JSON still names its partition and seq where
+    its text shows them; a gap not wholly filled so stays a violation (lost events)."""
+    key = spec(mechanism).key
+    gaps = [r for r in sql_rows if r["check"] == "LOG-SEQ"]
+    kept_back = {k: n for k, n in reasons.items() if k != duplicate_reason(mechanism)}
+    if not gaps or not kept_back:
+        return sql_rows, {}
+
+    def legible(name: str) -> Any:
+        found = F.regexp_extract("text", f'"{name}"\\s*:\\s*(-?[0-9]{{1,18}})\\b', 1)
+        return F.coalesce(F.col(name), F.when(found != "", found.cast("long"))).alias(f"_{name}")
+
+    holes: dict[int, dict[int, str]] = {}
+    rows = quarantine(mechanism, raw, prepared, blocks).where(F.col("reason") != duplicate_reason(mechanism)).select(
+        "file", "line", "reason", legible(key), legible("seq"))
+    for row in rows.where(F.col(f"_{key}").isin(sorted({int(g[key]) for g in gaps}))).collect():
+        if row["_seq"] is not None:
+            holes.setdefault(int(row[f"_{key}"]), {})[int(row["_seq"])] = (
+                f"{row['file']}:{row['line']} ({row['reason']})")
+    kept: list[dict[str, Any]] = []
+    incomplete: dict[str, str] = {}
+    for gap in sql_rows:
+        here = holes.get(int(gap[key]), {})
+        after = -1 if gap["detail"] == NO_FIRST else int(str(gap["detail"]).rsplit(" ", 1)[1])
+        missing = range(after + 1, int(gap["seq"]))
+        if gap["check"] != "LOG-SEQ" or not missing or any(s not in here for s in missing):
+            kept.append(gap)
+            continue
+        seqs = f"seq {missing[0]}" + (f"-{missing[-1]}" if len(missing) > 1 else "")
+        where = "; ".join(here[s] for s in missing)
+        replayed = f"replayed up to seq {after}" if after >= 0 else "not replayed"
+        incomplete.setdefault(str(gap[key]), f"{seqs} quarantined at {where}; {replayed}")
+    return kept, incomplete
 
 
 def _early_offers(valid: DataFrame, key: str) -> DataFrame:
@@ -236,8 +290,8 @@ def check(
     summary: dict[str, Any] = {
         "mechanism": mechanism, "input": str(input_path), "conformance": conformance, "unusable": None,
         "spark_error": None, "records": 0, "checked": 0, "quarantined": 0, "quarantine_reasons": {},
-        "partitions": 0, "violating_partitions": [], "sql_violations": 0, "model_violations": 0,
-        "explained_by": {}, "coverage": {}, "traces": {},
+        "partitions": 0, "incomplete_partitions": {}, "violating_partitions": [], "sql_violations": 0,
+        "model_violations": 0, "explained_by": {}, "coverage": {}, "traces": {},
     }
     try:
         spark = spark or session(master)
@@ -296,10 +350,12 @@ def _check(mechanism: str, input_path: Path, out: Path, spark: SparkSession, say
 
     say(f"pipeline {mechanism}: SQL window checks")
     sql_rows = sorted(_rows(sql_checks(mechanism, valid)), key=lambda r: (r[log.key], r["seq"], r["check"]))
+    unreplayed = {r[log.key] for r in sql_rows if r["check"] == "LOG-SEQ" and r["detail"] == NO_FIRST}
+    sql_rows, incomplete = _quarantined_gaps(mechanism, sql_rows, raw, prepared, blocks, reasons)
     say(f"pipeline {mechanism}: model replay of every partition")
-    verdicts = replay_all(mechanism, valid, conformance, replayed).cache()
+    verdicts = replay_all(mechanism, before_first_gap(mechanism, valid), conformance, replayed).cache()
     failing = sorted(_rows(verdicts.where(F.col("step").isNotNull())), key=lambda r: int(r["key"]))
-    partitions = verdicts.count()
+    partitions = verdicts.count() + len(unreplayed)  # a partition without its seq 0 has nothing to replay
 
     violations = [
         {"key": r[log.key], "source": "sql", "check": r["check"], "seq": r["seq"], "detail": r["detail"]}
@@ -322,6 +378,7 @@ def _check(mechanism: str, input_path: Path, out: Path, spark: SparkSession, say
         traces = _save_traces(mechanism, valid, failing, out / "traces")
     summary.update(
         partitions=partitions,
+        incomplete_partitions=incomplete,
         violating_partitions=sorted({int(v["key"]) for v in violations}),
         sql_violations=len(sql_rows),
         model_violations=len(failing),
@@ -334,8 +391,8 @@ def _check(mechanism: str, input_path: Path, out: Path, spark: SparkSession, say
 
 def _save_traces(mechanism: str, valid: DataFrame, failing: list[dict[str, Any]], out: Path) -> dict[str, str]:
     """One trace per model-violating partition: the explaining variant's run (so replay reproduces the
-    bug), else the current model against the log up to the divergence (none when the logged action is
-    not even enabled in the model: no run of the model reaches that step)."""
+    bug), else the current model against the log up to the divergence (`ending_in_refusal` where the
+    model cannot take the logged step, or record the log's values there)."""
     key = spec(mechanism).key
     keys = [int(r["key"]) for r in failing]
     if not keys:
@@ -357,12 +414,21 @@ def _save_traces(mechanism: str, valid: DataFrame, failing: list[dict[str, Any]]
                            implementation=reference(config, variant) if reference is not None else None)
             saved[str(row["key"])] = str(save(trace, out / f"{mechanism}-{key}-{row['key']}.json"))
             continue
-        current = replay.model(mechanism, mechanism_.current)
+        step, path = int(row["step"]), out / f"{mechanism}-{key}-{row['key']}.json"
         try:
-            trace = record(current, actions[: int(row["step"])], engine="pipeline", seed=int(row["key"]),
-                           implementation=replay.LoggedImplementation(current.vars(current.initial()),
-                                                                      records.events()))
-            saved[str(row["key"])] = str(save(trace, out / f"{mechanism}-{key}-{row['key']}.json"))
-        except Exception:  # no run of the model reaches that step, or the logged values are not its variables
-            continue  # the violation and its first divergence still say what the log did
+            save(_logged(mechanism, records, step, int(row["key"])), path)
+        except Exception:  # the model does not take the step, or the log's values there are not its variables
+            try:
+                prefix = _logged(mechanism, records, step - 1, int(row["key"]))
+                save(ending_in_refusal(prefix, actions[step - 1], str(row["detail"])), path)
+            except Exception:  # values no trace can hold (a float): the violation still says what the log did
+                continue
+        saved[str(row["key"])] = str(path)
     return saved
+
+
+def _logged(mechanism: str, records: replay.Records, steps: int, key: int) -> Trace:
+    """The current model's run of a partition's first `steps` logged actions, the log as its implementation."""
+    current = replay.model(mechanism, registry.get(mechanism).current)
+    return record(current, records.actions()[:steps], engine="pipeline", seed=key,
+                  implementation=replay.LoggedImplementation(current.vars(current.initial()), records.events()))

@@ -24,7 +24,7 @@ import json
 from collections.abc import Sequence
 
 from models.delayed import NO_DELAY, DelayedModel
-from properties.pipeline.records import same_json
+from properties.pipeline.records import same_json, unpredicted
 
 _ARGS = {"add": ("ledger", "entry", "deliver_at"), "advance": ("now",), "get_scheduled": ("limit",)}
 _NAMES = frozenset(("add", "advance", "get_scheduled", "fire", "run", "should_pause", "clear"))
@@ -95,7 +95,10 @@ class DelayedReplay:
             name = action[i]
             try:
                 predicted = self.step(name, params[i])
-                if predicted is not None and predicted != observation[i] and not same_json(predicted, observation[i]):
+                if predicted is None:
+                    if unpredicted(observation[i]):  # the log says more than the model
+                        return i - lo + 1
+                elif predicted != observation[i] and not same_json(predicted, observation[i]):
                     return i - lo + 1
                 if name != "advance" and (self.broken or not self.timer_ok()
                                           or (self.dirty and not self.tracked_consistent())):

@@ -1,15 +1,16 @@
 """Ingest: every line of a log becomes a typed record or a quarantined one, with its file and line number.
 
-A JSON-lines log is read as text (so each record keeps its place) and parsed on the JVM with the
-explicit schema. Spark's parser is lenient where the replay is not (it reads `"action": 7` as the
-string "7" and an object where a string is expected as its JSON text), so every column is also
-checked against the raw line; the JSON-text columns (params, observation, vars) must hold a JSON
-object (each is parsed once, and the values the SQL checks read are kept as typed columns); the first
-problem found is the record's `reason`. Parquet carries its types, so only the column types (once,
-from the footer), required values and JSON text are checked. A record repeating an earlier
-(key, seq) is quarantined as a duplicate (the first in file order is checked). Line numbers come
-from Spark's file metadata: rows of one file block are read in order by one task, so a row's line
-is its offset in its block plus the lines of the file's earlier blocks.
+A JSON-lines log is read as text (so each record keeps its place; a line that is not UTF-8 is
+quarantined as such) and parsed on the JVM with the explicit schema. Spark's parser is lenient where
+the replay is not (it reads `"action": 7` as the string "7" and an object where a string is expected
+as its JSON text), so every column is also checked against the raw line; the JSON-text columns
+(params, observation, vars) must hold a JSON object (each is parsed once, and the values the SQL
+checks read are kept as typed columns); the first problem found is the record's `reason`. Parquet
+carries its types, so only the column types (once, from the footer), required values and JSON text
+are checked. A record repeating an earlier (key, seq) is quarantined as a duplicate (the first in
+file order is checked). Line numbers come from Spark's file metadata: rows of one file block are
+read in order by one task, so a row's line is its offset in its block plus the lines of the file's
+earlier blocks.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from properties.pipeline.schema import columns, extracted, spec, struct_type
 
 PLACE = ("file", "block", "row")
 """Where a record was read: file path, start of its file block, and its row id (in order within a block)."""
+NOT_UTF8 = "not UTF-8 text (undecodable bytes)"
+"""A line with bytes that are no UTF-8: Spark would read them as U+FFFD and the record as another one. The
+quarantine keeps its text with each such byte as U+FFFD."""
 CORRUPT = "_corrupt_record"
 """The parser's column for a line that is not JSON or has a field of a non-string type it cannot read."""
 
@@ -95,7 +99,8 @@ def _read_json(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:
     ).select("*", parsed.alias("parsed")).select("text", *PLACE, "parsed.*")
     broken = F.col(CORRUPT).isNotNull()
     problem = F.coalesce(
-        F.when(F.trim("text") == "", F.lit("empty line"))
+        F.when(~F.is_valid_utf8("text"), F.lit(NOT_UTF8))
+        .when(F.trim("text") == "", F.lit("empty line"))
         .when(broken & F.try_parse_json("text").isNull(), F.lit("not JSON (malformed or truncated line)"))
         .when(broken & ~F.ltrim("text").startswith("{"), F.lit("not a JSON object")),
         *(_field_reason(name, kind, nullable) for name, kind, nullable in [(log.key, LongType(), False), *log.fields]),
@@ -103,7 +108,7 @@ def _read_json(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:
     )
     records = lines.select(*columns(mechanism), *PLACE, "text", problem.alias("problem"))
     return _typed(mechanism, records, F.col("problem"),
-                  [*map(F.col, PLACE), F.when(F.col("problem").isNotNull(), F.col("text")).alias("text")])
+                  [*map(F.col, PLACE), F.when(F.col("problem").isNotNull(), F.make_valid_utf8("text")).alias("text")])
 
 
 def _read_parquet(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:

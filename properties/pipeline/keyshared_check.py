@@ -62,6 +62,7 @@ from properties.pipeline.keyshared_log import (
     partition,
 )
 from properties.pipeline.keyshared_replay import NULL, KeySharedReplay, compiled
+from properties.pipeline.records import ending_in_refusal
 from properties.pipeline.schema import columns, spec
 from traces.format import save
 
@@ -375,10 +376,13 @@ def save_traces(valid: DataFrame, failing: list[dict[str, Any]], out: Path) -> d
                            implementation=reference(part.config, variant) if reference is not None else None)
         else:
             current = model(part.config, registry.get(MECHANISM).current)
+            step = int(row["divergence_step"])
             try:
-                trace = record(current, part.actions[: int(row["divergence_step"])], engine="pipeline",
-                               seed=int(row["key"]), implementation=LoggedKeyShared(current, part))
-            except ActionNotEnabled:
-                continue  # no run of the model reaches that step
+                trace = record(current, part.actions[:step], engine="pipeline", seed=int(row["key"]),
+                               implementation=LoggedKeyShared(current, part))
+            except ActionNotEnabled:  # the model does not take the step: the trace ends where replay refuses it
+                prefix = record(current, part.actions[: step - 1], engine="pipeline", seed=int(row["key"]),
+                                implementation=LoggedKeyShared(current, part))
+                trace = ending_in_refusal(prefix, part.actions[step - 1], str(row["divergence"] or ""))
         saved[str(row["key"])] = str(save(trace, out / f"{MECHANISM}-{KEY}-{row['key']}.json"))
     return saved

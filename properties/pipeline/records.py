@@ -4,10 +4,12 @@ compared with a model's as the lockstep compares values."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, cast
 
-from models.core import Action, Param
-from properties.engines.lockstep import same_values
+from models.core import Action, Json, Param
+from properties.engines.lockstep import DIVERGENCE, same_values
+from traces.format import Trace, TraceStep
 
 
 def _param(value: Any) -> Param:
@@ -24,3 +26,20 @@ def same_json(canonical: str, logged: str | None) -> bool:
     compares them (`same_values` on the parsed JSON: a record written with other spacing or key order
     passes, a different value does not)."""
     return logged is not None and same_values(json.loads(canonical), json.loads(logged))
+
+
+def unpredicted(logged: str | None) -> bool:
+    """Whether a logged observation says something where the model predicts none (null and `{}` say nothing),
+    which the replay must flag as it flags a differing one."""
+    return logged is not None and logged != "{}" and json.loads(logged) != {}
+
+
+def ending_in_refusal(prefix: Trace, action: Action, detail: str) -> Trace:
+    """A partition's run on the model up to the step it cannot take (`prefix`, recorded against the log),
+    then that step: `brokerspec replay` refuses the trace there, naming the step and why the model does
+    not take the action (exit 3), which is the divergence the replay found. So every partition the model
+    replay fails has a trace, even where no run of the model reaches the failing step."""
+    last = prefix.steps[-1]
+    refused = TraceStep(action, last.vars, None, (DIVERGENCE,))
+    failure: dict[str, Json] = {"step": len(prefix.steps), "names": [DIVERGENCE], "detail": detail}
+    return replace(prefix, steps=(*prefix.steps, refused), failure=failure)
