@@ -87,3 +87,12 @@ def test_pipeline_alone_names_its_subcommands_and_what_they_do(capsys: pytest.Ca
     err = capsys.readouterr().err
     assert err.startswith("error: pipeline: name a subcommand: check (") and "; explore (" in err
     assert len(err.splitlines()) == 1
+
+
+def test_on_a_narrow_terminal_the_cells_are_not_aligned_and_every_line_fits() -> None:
+    rows = [["pidquota", "conformance[two_principals]", "current", "twin caught (PQ-I1)", "every 22113 transitions "
+             "of 3681 states replayed in 5980 walks, 83054 steps", "14.7s"]]
+    lines = _table(rows, ["mechanism", "engine", "variant/invariant", "verdict", "detail", "time"], long=4,
+                   width=80).splitlines()
+    assert lines[2] == "pidquota conformance[two_principals] current twin caught (PQ-I1) 14.7s"
+    assert lines[3].startswith("    every 22113") and max(len(line) for line in lines) <= 80

@@ -86,23 +86,35 @@ def _wrapped(text: str, width: int, indent: str, first: str | None = None) -> li
 
 
 
+NARROW = 20
+
+
+
+"""Fewer columns than this left for the long cell: the terminal is too narrow to align the others."""
+
+
+
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str], long: int | None = None,
            width: int | None = None) -> str:
     """The rows as aligned columns within `width` (default `_width()`), the `long` column (default the
-    last) printed last: on the row's line where it fits, else wrapped on lines of its own below it."""
+    last) printed last: on the row's line where it fits, else wrapped on lines of its own below it. On a
+    terminal too narrow for the aligned columns, each row's cells are only separated by a space."""
     width = width or _width()
     long = len(header) - 1 if long is None else long
     order = [i for i in range(len(header)) if i != long]
     widths = {i: max(len(str(r[i])) for r in [header, *rows]) for i in order}
     room = width - sum(widths.values()) - 2 * len(order)
+    if room < NARROW:
+        widths, room = dict.fromkeys(order, 0), 0
 
     def prefix(cells: Sequence[str]) -> str:
-        return "  ".join(str(cells[i]).ljust(widths[i]) for i in order)
+        return ("  " if room else " ").join(str(cells[i]).ljust(widths[i]) for i in order)
 
     fitting = [len(str(r[long])) for r in rows if len(str(r[long])) <= room]
     dashes = ["-" * widths.get(i, 0) for i in range(len(header))]
     lines = [f"{prefix(header)}  {header[long]}".rstrip(),
-             f"{prefix(dashes)}  {'-' * max([len(header[long]), *fitting])}"]
+             f"{prefix(dashes)}  {'-' * max([len(header[long]), *fitting])}"] if room else [
+        prefix(header), f"    {header[long]}"]
     for row in rows:
         cell = str(row[long])
         if len(cell) <= room:

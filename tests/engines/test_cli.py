@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -131,3 +132,13 @@ def test_check_lines_fit_160_columns_with_paths_whole_and_json_unchanged(
     keys = ["mechanism", "engine", "subject", "verdict", "detail", "time"]
     assert [list(row)[:6] for row in rows] == [keys] * len(rows)
     assert {t for t in traces if any(t in row["detail"] for row in rows)} == set(traces)
+
+
+def test_check_on_a_terminal_fits_its_width(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "100")  # what shutil.get_terminal_size reads first
+    assert main(["check", "--mechanism", "tiny", "--batches", "1", "--profile", "dev", "--out", str(tmp_path)]) == PASS
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines if not line.strip().startswith(str(tmp_path))) <= 100
+    assert max(len(line) for line in lines) > 60  # the table is there, and uses the width
