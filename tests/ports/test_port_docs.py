@@ -5,6 +5,7 @@ alone (tests/ports/doc_port.py) passes `verify`."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import sys
@@ -36,10 +37,16 @@ SCOPES: dict[str, tuple[Mechanism, Vocabulary]] = {
 """Every scope's mechanism and declared meanings."""
 
 
+@functools.cache
+def _document(name: str) -> dict[str, Any]:
+    """`protocol`'s document of the current variant, made once per mechanism for the tests that read it."""
+    mechanism = registry.get(name)
+    return document(mechanism, mechanism.current)
+
+
 @pytest.mark.parametrize("name", MECHANISMS)
 def test_every_var_field_action_parameter_and_config_key_has_a_meaning(name: str) -> None:
-    mechanism = registry.get(name)
-    doc = document(mechanism, mechanism.current)
+    doc = _document(name)
     for scope in doc["scopes"]:
         assert scope["undocumented"] == [], f"{scope['scope']}: add these to properties/{name}/protocol.py"
         assert all(v["meaning"] for v in scope["vars"]) and all(a["enabled"] for a in scope["actions"])
@@ -231,9 +238,8 @@ ORDER = re.compile(r"\border\b|ascending|sorted|\bfirst\b|\bby (id|name|hash|pos
 def test_every_list_says_its_order(name: str) -> None:
     """A port must build every array in the model's order: each array-typed var or observation field states
     it in its meaning (fixed-length layouts, `[a, b]`, are positions, not orders)."""
-    mechanism = registry.get(name)
     unordered = [f"{scope['scope']}: {part['path']}: {part['meaning']}"
-                 for scope in document(mechanism, mechanism.current)["scopes"]
+                 for scope in _document(name)["scopes"]
                  for part in [*scope["vars"], *scope["observation"]]
                  if "array" in part["type"].split("|") and not ORDER.search(part["meaning"])]
     assert unordered == [], f"say the order in properties/{name}/protocol.py"
