@@ -585,6 +585,18 @@ def _target_of(failures: Sequence[str]) -> str:
 # -- shrinking and the verdict -----------------------------------------------------------------------
 
 
+def _fits(model: Model[Any], actions: Sequence[Action]) -> bool:
+    """Whether the model takes `actions` from its initial state: a candidate it does not is no failure, and
+    costs no port process (most of the shrinker's candidates drop a step a later one needs)."""
+    state = model.initial()
+    try:
+        for action in actions:
+            state, _ = model.step(state, action)
+    except ActionNotEnabled:
+        return False
+    return True
+
+
 def shrink_failure(make_model: Callable[[], Model[Any]], spec: PortSpec, failure: Failure) -> Failure | None:
     """Delta-debug the actions with the port as the oracle (a fresh port per attempt) until `spec`'s deadline:
     past it, every further candidate counts as not failing, so the smallest run found so far is kept and
@@ -596,7 +608,8 @@ def shrink_failure(make_model: Callable[[], Model[Any]], spec: PortSpec, failure
         key = tuple(actions)
         if key not in seen:
             try:
-                seen[key] = None if timed_out[0] else run_actions(make_model, spec, actions)
+                fits = not timed_out[0] and _fits(make_model(), actions)
+                seen[key] = run_actions(make_model, spec, actions) if fits else None
             except OutOfTime:
                 timed_out[0] = True
                 seen[key] = None
