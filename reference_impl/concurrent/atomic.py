@@ -42,6 +42,16 @@ class AtomicInteger:
         self.value -= 1
         return self.value
 
+    def add_and_get(self, delta: int) -> int:
+        scheduling_point(f"{self.name}.addAndGet")
+        self.value += delta
+        return self.value
+
+    def get_and_set(self, value: int) -> int:
+        scheduling_point(f"{self.name}.getAndSet")
+        before, self.value = self.value, value
+        return before
+
     def get_and_add(self, delta: int) -> int:
         scheduling_point(f"{self.name}.getAndAdd")
         before = self.value
@@ -49,6 +59,33 @@ class AtomicInteger:
         return before
 
     def compare_and_set(self, expected: int, update: int) -> bool:
+        scheduling_point(f"{self.name}.compareAndSet")
+        if self.value != expected:
+            return False
+        self.value = update
+        return True
+
+
+class AtomicLong(AtomicInteger):
+    """`java.util.concurrent.atomic.AtomicLong` (or a field updater on a volatile long): Python's ints do not
+    overflow, so it is an `AtomicInteger` under Java's other name, and its labels say which the code uses."""
+
+
+class AtomicBoolean:
+    """`java.util.concurrent.atomic.AtomicBoolean`: `get` and `compareAndSet`, each a point."""
+
+    def __init__(self, name: str, value: bool = False) -> None:
+        self.name = name
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"AtomicBoolean({self.name!r}, {self.value})"
+
+    def get(self) -> bool:
+        scheduling_point(f"{self.name}.get")
+        return self.value
+
+    def compare_and_set(self, expected: bool, update: bool) -> bool:
         scheduling_point(f"{self.name}.compareAndSet")
         if self.value != expected:
             return False
@@ -73,6 +110,12 @@ class Volatile(Generic[T]):
     def set(self, value: T) -> None:
         scheduling_point(f"{self.name} (volatile write)")
         self.value = value
+
+    def get_and_set(self, value: T) -> T:
+        """A field updater's `getAndSet` on the volatile field: one atomic swap."""
+        scheduling_point(f"{self.name}.getAndSet")
+        before, self.value = self.value, value
+        return before
 
     def compare_and_set(self, expected: T, update: T) -> bool:
         scheduling_point(f"{self.name}.compareAndSet")

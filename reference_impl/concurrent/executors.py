@@ -767,6 +767,10 @@ class World:
             out.append(("advance", t_next))
         return out
 
+    def pending_timers(self) -> list[str]:
+        """Labels of the timers not yet due, in the order they will fire."""
+        return [tm.label for tm in sorted(self._timers, key=lambda tm: (tm.deadline, tm.seq))]
+
     def _next_instant(self) -> int | None:
         instants = [tm.deadline for tm in self._timers]
         instants += [t.busy_until for t in self.threads if t.busy_until > self.now]
@@ -959,6 +963,11 @@ class World:
                 )
             )
         return out
+
+    def next_operation(self, name: str) -> str | None:
+        """The label thread `name` is suspended at (what its next step performs), or None when it has no task."""
+        current = self._by_name[name]._current
+        return current.yield_label if current is not None else None
 
     def wait_for_graph(self) -> nx.DiGraph:
         """Nodes: thread names. Edge waiter -> future's completer (label: future label) or -> lock holder
