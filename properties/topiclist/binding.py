@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from models.core import Action, Json, Observation, Param
+from models.core import Action, Json, Model, Observation, Param
 from models.topiclist import (
     EXPLORE_ALL_FLOWS_CONFIG,
     EXPLORE_CONFIG,
@@ -42,10 +42,14 @@ from models.topiclist import (
     HYPOTHESIS_FLOWS_CONFIG,
     TopicListModel,
 )
+from models.topiclist.semaphore_locks import DEFAULT_CONFIG as LOCKS_DEFAULT_CONFIG
+from models.topiclist.semaphore_locks import SemaphoreLocksModel
+from properties.engines.lockstep import Implementation
 from properties.engines.mechanism import Mechanism, Property
 from properties.topiclist import coverage as topiclist_coverage
 from properties.topiclist import proofs as topiclist_z3
 from properties.topiclist import protocol as topiclist_protocol
+from properties.topiclist.locks import SemaphoreLocksReference
 from reference_impl.topiclist import (
     LONG_MAX,
     AsyncDualMemoryLimiter,
@@ -727,20 +731,66 @@ class TopicListReference:
         return self.world.violations()
 
 
-def make_reference(config: Mapping[str, Param] | None, variant: str) -> TopicListReference:
+def _scope(config: Mapping[str, Param] | None) -> Param | None:
+    return config.get("scope") if config is not None else None
+
+
+def make_model(config: Mapping[str, Param] | None, variant: str) -> Model[Any]:
+    """`scope: semaphore-locks` selects the semaphore at lock granularity (models/topiclist/semaphore_locks.py)."""
+    if _scope(config) == "semaphore-locks":
+        return SemaphoreLocksModel(config, variant)
+    return TopicListModel(config, variant)
+
+
+def make_reference(config: Mapping[str, Param] | None, variant: str) -> Implementation:
+    if _scope(config) == "semaphore-locks":
+        return SemaphoreLocksReference(config, variant)
     return TopicListReference(config, variant)
+
+
+# The semaphore's lock scope (models/topiclist/semaphore_locks.py), replayed on the upstream-granularity reference
+# (reference_impl/topiclist/lock_level.py). `semaphore-locks` races a growing update of P0 with a release of it
+# (#25066's race), `semaphore-locks-cancel` the caller's cancellation with the grant of its growing update, and
+# `semaphore-locks-wake` a release with a waiter it must wake (under the clock: a timeout and the one-shot pass
+# too). Each order is its own configuration: the order is the semaphore's code, not a variant of the limiter.
+LOCKS_FINDING = "docs/findings/topiclist-semaphore-lock-level.md"
+_RACE: dict[str, Param] = {"held": (1,), "caller": ("update P0 2",), "other": ("release P0",)}
+_CANCEL: dict[str, Param] = {"held": (1,), "caller": ("update P0 2", "cancel"), "other": ()}
+_WAKE: dict[str, Param] = {"held": (2,), "caller": ("acquire 1",), "other": ("release P0",), "clock": True}
+LOCKS_EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
+    name: {**LOCKS_DEFAULT_CONFIG, **script, "order": order}
+    for name, order, script in (
+        ("semaphore-locks", "current", _RACE), ("semaphore-locks-cancel", "current", _CANCEL),
+        ("semaphore-locks-wake", "current", _WAKE),
+        ("semaphore-locks-fix", "fixed", _RACE), ("semaphore-locks-fix-cancel", "fixed", _CANCEL),
+        ("semaphore-locks-pre25066", "pre25066", _RACE), ("semaphore-locks-unswapped", "unswapped", _RACE))
+}
+LOCKS_FINDINGS: dict[str, Mapping[str, str]] = {
+    "semaphore-locks": {"SL-1": LOCKS_FINDING},  # a grant reusing a permit a release swapped first: available < 0
+    "semaphore-locks-cancel": {"SL-3": LOCKS_FINDING},  # a cancelled growing update loses its previous permit
+    "semaphore-locks-pre25066": {"SL-2": LOCKS_FINDING, "SL-3": LOCKS_FINDING},  # #25066's race: counted twice
+    "semaphore-locks-unswapped": {name: LOCKS_FINDING for name in ("SL-1", "SL-2", "SL-3")},  # the twin
+}
+"""What each lock configuration must break (see Mechanism.findings); the `-fix` ones and `-wake` break nothing."""
+LOCKS_HYPOTHESIS_CONFIG: dict[str, Param] = {
+    **LOCKS_DEFAULT_CONFIG, "held": (1, 1), "max_permits": 3, "clock": True, "unchecked": ("SL-1", "SL-3"),
+    "caller": ("update P0 2", "cancel", "acquire 1"), "other": ("release P0", "update P1 3", "release P1"),
+}
+"""Hypothesis samples longer runs than the explorer's, upstream's order, on SL-2 and SL-4: SL-1 and SL-3, the known
+findings the explorer reports, would end most runs at their first occurrence."""
 
 
 MECHANISM = Mechanism(
     name="topiclist",
     spec="docs/spec/topiclist.md",
-    make_model=lambda config, variant: TopicListModel(config, variant),
+    make_model=make_model,
     make_reference=make_reference,
     current="current",
     twins={"no_exceptional_release": "TL-I7"},
     reference_judges={
         "topiclist/semaphore": ("TL-I1", "TL-I2", "TL-I3", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I9", "TL-I10"),
         "topiclist/flows": ("TL-I1", "TL-I2", "TL-I3", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I8", "TL-I9"),
+        "topiclist/semaphore-locks": ("SL-1", "SL-2", "SL-3", "SL-4"),
     },
     beyond_model={
         "TL-W": Property("the Z3 semaphore is well formed: permit values are non-negative, queue entries lie within "
@@ -753,11 +803,14 @@ MECHANISM = Mechanism(
         "semaphore": {**EXPLORE_CONFIG, "max_requests": 3},
         "flows": EXPLORE_FLOWS_CONFIG,
         "all_flows": EXPLORE_ALL_FLOWS_CONFIG,
+        **LOCKS_EXPLORE_CONFIGS,
     },
-    hypothesis_configs={"semaphore": HYPOTHESIS_CONFIG, "flows": HYPOTHESIS_FLOWS_CONFIG},
+    hypothesis_configs={"semaphore": HYPOTHESIS_CONFIG, "flows": HYPOTHESIS_FLOWS_CONFIG,
+                        "semaphore-locks": LOCKS_HYPOTHESIS_CONFIG},
     proofs=topiclist_z3.proofs,
     conformance_steps={"all_flows": 60_000},  # 369k transitions: the shallowest ones (flows is replayed in full)
     interesting=topiclist_coverage.INTERESTING,
     vocabularies=topiclist_protocol.VOCABULARIES,
     scope_of=topiclist_protocol.scope_of,
+    findings=LOCKS_FINDINGS,
 )

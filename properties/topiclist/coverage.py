@@ -5,11 +5,11 @@ The semaphore scope has flat variables, the flows scope one record per pool.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from models.core import Param
 from properties.engines.coverage import as_int, as_list, records
-from properties.engines.mechanism import Interesting, Vars
+from properties.engines.mechanism import Interesting, Predicate, Vars
 
 
 def _timed_out(_: Mapping[str, Param], v: Vars) -> bool:
@@ -44,9 +44,39 @@ def _quiet_after_failure(c: Mapping[str, Param], v: Vars) -> bool:
             and not as_list(v["executor"]))
 
 
+def _locks(order: str, holds: Callable[[Vars], bool]) -> Predicate:
+    """A mark of the semaphore's lock scope, on configurations of `order`."""
+    return lambda c, v: c.get("scope") == "semaphore-locks" and c.get("order") == order and holds(v)
+
+
+def _label(thread: str, label: str) -> Callable[[Vars], bool]:
+    return lambda v: [thread, label] in as_list(v.get("threads"))
+
+
+def _request(state: str) -> Callable[[Vars], bool]:
+    return lambda v: any(isinstance(r, list) and r[1:] == [state] for r in as_list(v.get("requests")))
+
+
+LOCK_MARKS = (
+    Interesting("a grant found its previous permit swapped by a release first (available below 0)",
+                _locks("current", lambda v: "SL-1" in as_list(v.get("broken")))),
+    Interesting("a caller cancelled a growing update whose grant had swapped its previous permit",
+                _locks("current", lambda v: "SL-3" in as_list(v.get("broken")))),
+    Interesting("a waiter was granted the permits a release gave back",
+                _locks("current", lambda v: _request("granted")(v) and ["P0", 0] in as_list(v.get("permits")))),
+    Interesting("a queued request timed out",
+                _locks("current", _request("timed out"))),
+    Interesting("the fix left a growing update waiting for the pass of the release that swapped its permit",
+                _locks("fixed", lambda v: bool(as_list(v.get("queue"))) and _label("executor", "done")(v)
+                       and _label("other", "release: availablePermits.addAndGet")(v))),
+)
+"""The semaphore lock scope's marks (models/topiclist/semaphore_locks.py)."""
+
+
 INTERESTING = (
     Interesting("a request timed out", _timed_out),
     Interesting("the queue is full", _queue_full),
     Interesting("memory held while a request waits", _contended),
     Interesting("a leak-free quiescent state after a failure", _quiet_after_failure),
+    *LOCK_MARKS,
 )

@@ -250,11 +250,62 @@ TOPICLIST_FLOWS = Vocabulary(
     },
 )
 
+_STEP = ("the operation the thread is about to perform, as the Java method and the atomic, queue, future, lock or "
+         "executor it touches (e.g. 'internalProcessQueue: availablePermits.addAndGet'): one step runs it and the "
+         "thread's code up to its next scheduling point (see models/topiclist/semaphore_locks.py)")
+_SCRIPT = ("'acquire N', 'update Pi N' (grow or shrink held permit Pi to N), 'release Pi' and 'cancel' (cancel the "
+           "future the previous operation returned); each operation that returns a future names its request "
+           "'<thread>.<index in the script>'")
+TOPICLIST_SEMAPHORE_LOCKS = Vocabulary(
+    config={
+        "scope": '"semaphore-locks": one AsyncSemaphoreImpl at upstream\'s lock granularity, two caller threads and '
+                 "its executor",
+        "order": "the semaphore's code: current (upstream today, after #25066), fixed (the finding's fix), pre25066 "
+                 "(before apache/pulsar#25066) or unswapped (releasePermits a read then a write: its getAndSet's "
+                 "atomicity dropped)",
+        "max_permits": "the semaphore's permits",
+        "max_queue": "the request queue's capacity (0: unbounded)",
+        "held": "permits P0, P1, ... the callers hold before the threads start",
+        "caller": f"the caller thread's script: {_SCRIPT}",
+        "other": f"the other caller thread's script: {_SCRIPT}",
+        "clock": "offer clock (time moves to the next timer); false: time stands still",
+        "unchecked": "invariants left out (a known finding that would end every Hypothesis run)",
+    },
+    vars={
+        "available": "availablePermits",
+        "queue": "the queued requests, head first, by name",
+        "queue[]": "a request name",
+        "requests": "[name, state] of each future an operation returned to its caller (pending, granted, timed out, "
+                    "queue full or cancelled), by name",
+        "permits": "[name, value] of each permit the callers hold: the held ones (P0, ...), then each granted future's",
+        "timers": "the executor's timers not yet due, in firing order (internalProcessQueue: the constructor's "
+                  "one-shot pass; timeoutTask: a request's timeout)",
+        "timers[]": "a task label",
+        "executor_queue": "the tasks submitted to the executor and not started, in order",
+        "executor_queue[]": "a task label",
+        "threads": "[name, next operation or done] of the caller, the other caller and the executor",
+        "broken": "invariants a step broke (they stay broken)",
+        "broken[]": "an invariant name",
+    },
+    actions={
+        "caller": ActionDoc("the caller thread runs to its next scheduling point", "its script is not done",
+                            {"step": _STEP}),
+        "other": ActionDoc("the other caller thread runs to its next scheduling point", "its script is not done",
+                           {"step": _STEP}),
+        "executor": ActionDoc("the executor runs to its next scheduling point (across its queued tasks)",
+                              "it has a task", {"step": _STEP}),
+        "clock": ActionDoc("time moves to the next timer's deadline: every timer due then is queued on the executor",
+                           "clock and a timer is pending"),
+    },
+    observation={},
+)
+
 VOCABULARIES: Mapping[str, Vocabulary] = {
     "topiclist/semaphore": TOPICLIST_SEMAPHORE,
     "topiclist/flows": TOPICLIST_FLOWS,
+    "topiclist/semaphore-locks": TOPICLIST_SEMAPHORE_LOCKS,
 }
-"""Both scopes' meanings, by scope."""
+"""Every scope's meanings, by scope."""
 
 
 def scope_of(config: Mapping[str, Param]) -> str:
