@@ -802,8 +802,8 @@ MECHANISM = Mechanism(
     explore_configs={
         "semaphore": {**EXPLORE_CONFIG, "max_requests": 3},
         "flows": EXPLORE_FLOWS_CONFIG,
+        **LOCKS_EXPLORE_CONFIGS,  # seconds each: replayed before the broad all_flows
         "all_flows": EXPLORE_ALL_FLOWS_CONFIG,
-        **LOCKS_EXPLORE_CONFIGS,
     },
     hypothesis_configs={"semaphore": HYPOTHESIS_CONFIG, "flows": HYPOTHESIS_FLOWS_CONFIG,
                         "semaphore-locks": LOCKS_HYPOTHESIS_CONFIG},
