@@ -20,6 +20,7 @@ from typing import Any, cast
 from models.core import Model
 from properties.cli import mutants
 from properties.cli.check import run_conformance, run_stateful
+from properties.cli.ports import bench_port_tour
 from properties.engines.explorer import Exploration, explore
 from properties.engines.mechanism import Mechanism
 
@@ -157,6 +158,7 @@ def bench(mechanism: Mechanism, *, seconds: float, seed: int, folder: Path = OUT
         out["conformance_steps_per_s"] = round(conformance.steps_per_second)
         out["conformance_transitions_per_s"] = round(conformance.covered / conformance.elapsed_s)
         out["conformance_covered"] = f"{conformance.covered} of {conformance.edges} transitions"
+    out.update(bench_port_tour(mechanism))
     out.update(bench_mutants(mechanism))
     out.update(_own_bench(mechanism, folder))
     return out

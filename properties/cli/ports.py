@@ -8,7 +8,9 @@ hung, sent garbage, answered the wrong step, flooded, or sent an `error`).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -23,10 +25,12 @@ from properties.engines.verify import (
     PORT_PREFIX,
     TOUR_MAX_STEPS,
     Failure,
+    PortPool,
     PortSpec,
     record_on_port,
     run_actions,
     shrink_failure,
+    tour_on_port,
     verify,
 )
 from properties.registry import replay
@@ -178,3 +182,36 @@ def add_verify_parser(sub: Any) -> None:
     verify_p.add_argument("--port", nargs=argparse.REMAINDER, required=True,
                           help="the port's argv (no shell); must come last on the line")
     verify_p.set_defaults(run=cmd_verify)
+
+
+PORT_TOUR_GOAL_S = 20.0
+"""Issue 35's goal: a Node port of the Key_Shared tracker scope tours its configuration within this, on one core."""
+NODE_TRACKER_PORT = Path(__file__).resolve().parents[2] / "tests" / "ports" / "node" / "tracker_port.js"
+
+
+def bench_port_tour(mechanism: Mechanism) -> dict[str, object]:
+    """keyshared: the tour of the `tracker` explorer configuration through the Node port, harness and port pinned
+    to one core together (the goal's terms); other mechanisms bundle no port to time."""
+    if mechanism.name != "keyshared":
+        return {}
+    node = shutil.which("node")
+    if node is None or not NODE_TRACKER_PORT.is_file():
+        return {"port_tour_node_tracker": "not run: needs node and tests/ports/node/tracker_port.js"}
+    config = dict(mechanism.explore_configs["tracker"])
+    spec = PortSpec((node, str(NODE_TRACKER_PORT)), mechanism, mechanism.current, config)
+    pool = PortPool(spec)
+    cores = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cores)})  # the port inherits it: both share one core
+    try:
+        part, failure = tour_on_port("tracker", lambda: mechanism.make_model(config, mechanism.current), spec, pool,
+                                     stop_at=time.monotonic() + 10 * PORT_TOUR_GOAL_S)
+    finally:
+        pool.close()
+        os.sched_setaffinity(0, cores)
+    return {
+        "port_tour_node_tracker_s": round(part.elapsed_s, 2),
+        "port_tour_node_tracker_covered": f"{part.covered} of {part.transitions} transitions, {part.steps} steps",
+        "port_tour_node_tracker_steps_per_s": round(part.steps / part.elapsed_s) if part.elapsed_s else 0,
+        "port_tour_node_tracker_vs_goal": round(PORT_TOUR_GOAL_S / part.elapsed_s, 2) if part.elapsed_s else 0,
+        "port_tour_node_tracker_failure": "none" if failure is None else f"{failure.target}: {failure.detail}",
+    }
