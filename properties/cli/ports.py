@@ -90,6 +90,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     spec = PortSpec(_port_argv(args), mechanism, variant, dict(config), args.step_timeout, mechanism.make_reference)
     name = args.config or next(iter(mechanism.hypothesis_configs))
     tours = _tours(mechanism, name, config, variant, spec)
+    if args.tour_only and not tours:
+        raise UsageError(f"verify --tour-only: {mechanism.name} has no explorer configuration of {name!r}'s scope")
     what = "the tour" if args.tour_only else "the tour, random walks and Hypothesis runs"
     _progress(f"  verify {mechanism.name}/{variant} on {shlex.join(spec.argv)}: {what}, up to {args.budget:g}s")
     verdict = verify(lambda: mechanism.make_model(config, variant), spec, budget_s=args.budget, seed=args.seed,

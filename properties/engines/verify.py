@@ -172,12 +172,15 @@ class TourPart:
     elapsed_s: float
     refused: str = ""
     """The port's hello refusal of this configuration (a scope option it does not implement): not toured."""
+    bounds: str = ""
+    """Where the graph or the tour was cut (`max_states`, `max_steps`); empty when the tour is every transition."""
 
     def line(self) -> str:
         if self.refused:
             return f"{self.config}: refused by the port ({self.refused})"
         rate = self.steps / self.elapsed_s if self.elapsed_s > 0 else 0.0
-        return (f"{self.config}: {self.covered} / {self.transitions} transitions covered, {self.walks} walks, "
+        bounds = f" ({self.bounds})" if self.bounds else ""
+        return (f"{self.config}: {self.covered} / {self.transitions} transitions covered{bounds}, {self.walks} walks, "
                 f"{self.steps} steps, {self.elapsed_s:.1f}s, {rate:,.0f} steps/s")
 
 
@@ -308,6 +311,7 @@ class _Tour:
     exploration: Exploration[Any]
     labels: list[Action]
     walks: list[tuple[int, ...]]
+    bounds: str
     steps: dict[tuple[Any, int], tuple[Any, Observation, str | None]] = field(default_factory=dict)
     seen: dict[Any, tuple[str, list[str]]] = field(default_factory=dict)
     texts: dict[int, bytes] = field(default_factory=dict)
@@ -319,13 +323,16 @@ class _Tour:
         """The tour's walks, shallowest transitions first, up to `max_steps` steps."""
         result = explore(model, max_states=max_states, check_liveness=False, check_deadlock=False, record_labels=True)
         assert result.labels is not None
-        walks, steps = [], 0
+        walks, steps, cut = [], 0, False
         for walk in tour(result):
             if steps + len(walk) > max_steps:
+                cut = True
                 break
             walks.append(walk)
             steps += len(walk)
-        return cls(model, result, result.labels, walks)
+        bounds = [] if result.complete else [f"the graph's first {max_states:,} states"]
+        bounds += [f"the tour's first {steps:,} steps"] if cut else []
+        return cls(model, result, result.labels, walks, " and ".join(bounds))
 
     def step(self, state: Any, edge: int) -> tuple[Any, Observation, str | None]:
         """The state after `edge`'s action from `state`, its observation and the observation's canonical text."""
@@ -427,7 +434,7 @@ def tour_on_port(
         except PortError as error:
             if error.step == 0 and error.kind == "error" and walks == 0 and port is None:
                 return TourPart(name, 0, len(tour_.labels), 0, 0, time.perf_counter() - started,
-                                refused=error.message), None
+                                refused=error.message, bounds=tour_.bounds), None
             failure = _port_failure(error, [tour_.labels[e] for e in walk], "tour")
         except OutOfTime as error:
             sent = port.seq if port is not None else 0
@@ -444,7 +451,8 @@ def tour_on_port(
         pool.keep(port)
         for e in walk:
             covered[e] = 1
-    part = TourPart(name, sum(covered), len(tour_.labels), walks, steps, time.perf_counter() - started)
+    part = TourPart(name, sum(covered), len(tour_.labels), walks, steps, time.perf_counter() - started,
+                    bounds=tour_.bounds)
     return part, failure
 
 
