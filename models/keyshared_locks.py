@@ -362,6 +362,70 @@ class _Assembler:
         self.emit(None, "end op")
 
 
+def _access(ins: Instruction) -> tuple[frozenset[str], frozenset[str]]:
+    """What one instruction reads and writes, by shared object: `tracker` (its lock, its entry map, the batch
+    state), `entry` (every entry's counters), `map1`/`map2` (a PendingAcksMap: its lock, acks and closed flag),
+    `stats1`/`stats2`, `owner`, `incarnation`, `acked` (the client's acks), `unblocked` (the handler's calls);
+    the dispatcher's own `replay` and `blocks` too. The flags a step raises are computed from what it reads."""
+    code, c = ins.code, f"{ins.arg}"
+    maps = frozenset(("map1", "map2"))
+    reads: dict[str, tuple[str, ...]] = {
+        "map read": (f"map{c}",), "map read off": (f"map{c}",), "read entry": ("tracker",),
+        "closing": ("map1",), "read blocking": ("entry",), "skip unless stats": (f"stats{c}",),
+        "stats add": ("tracker",), "stats clear": ("tracker",), "notify": ("tracker",),
+        "get or create": ("incarnation",), "skip unless owner drains": ("entry", "incarnation", "owner"),
+        "return unless still mapped": ("tracker",), "block": ("tracker",), "for init": (f"map{c}",),
+        "skip unless drainer": ("entry", "incarnation"), "look": ("map1",), "doomed": ("map1",),
+        "skip if gone": ("map1",), "remove by key": ("owner", "incarnation", "acked", *maps),
+    }
+    writes: dict[str, tuple[str, ...]] = {
+        "map write": (f"map{c}",), "map write off": (f"map{c}",), "tracker write": ("tracker",),
+        "monitor": ("tracker",), "tracker write off": ("tracker",), "get or return": ("tracker",),
+        "decrement": ("entry",), "decrement or return": ("entry", "tracker"), "remove by key": ("tracker", "entry"),
+        "read blocking": ("tracker",), "stats add": (f"stats{c}",), "stats clear": (f"stats{c}",),
+        "notify": ("unblocked",), "get or create": ("tracker", "entry", f"stats{c}"), "increment": ("entry",),
+        "remove if same": ("tracker", "entry"), "return unless still mapped": ("tracker",), "block": ("entry",),
+        "end dispatch": ("blocks",), "start batch": ("tracker",), "end batch": ("tracker",),
+        "switch owner": ("owner",), "join": ("owner", "incarnation", "map2"), "close": (f"map{c}",),
+        "to replay": ("replay",), "clear": (f"map{c}",), "consumer removed": (f"stats{c}",),
+        "pop or skip": ("map1",), "drop next": ("map1",), "client acks": ("acked",), "client acks up to": ("acked",),
+        "rethrow": ("tracker", *maps),
+    }
+    return frozenset(reads.get(code, ())), frozenset(writes.get(code, ()))
+
+
+def _successors(programs: tuple[tuple[Instruction, ...], ...], op: int, pc: int) -> list[tuple[int, int]]:
+    """Where control may go after an instruction: its fall-through and its target, or the next operation's start."""
+    ins = programs[op][pc]
+    nexts = [ins.target] if ins.code == "jump" else [n for n in (pc + 1, ins.target) if n >= 0]
+    out = [(op, n) for n in nexts if n < len(programs[op])]
+    if any(n >= len(programs[op]) for n in nexts) and op + 1 < len(programs):
+        out.append((op + 1, 0))
+    return out
+
+
+def _reach(programs: tuple[tuple[Instruction, ...], ...], op: int, pc: int, step: bool) -> Footprint:
+    """The union of the accesses of every instruction reachable from (op, pc): for one `step`, up to the next
+    labels (a step runs across the end of an operation into the next one's unlabelled start); else to the end."""
+    reads: set[str] = set()
+    writes: set[str] = set()
+    seen: set[tuple[int, int]] = set()
+    todo = [(op, pc)]
+    while todo:
+        at = todo.pop()
+        if at in seen or (step and at != (op, pc) and programs[at[0]][at[1]].label is not None):
+            continue
+        seen.add(at)
+        r, w = _access(programs[at[0]][at[1]])
+        reads |= r
+        writes |= w
+        todo.extend(_successors(programs, *at))
+    return frozenset(reads), frozenset(writes)
+
+
+Footprint = tuple[frozenset[str], frozenset[str]]
+
+
 def compile_op(order: str, op: str, owner: int) -> tuple[Instruction, ...]:
     """One script operation as instructions (see `_Assembler`); `owner` owns the hash when it starts."""
     asm = _Assembler(order)
@@ -441,10 +505,27 @@ class KeySharedLocksModel:
         self.programs = tuple(tuple(compile_op(self.order, op, owner) for op, owner in zip(script, own, strict=True))
                               for script, own in zip(self.scripts, owners, strict=True))
         self.action_names: Sequence[str] = ACTION_NAMES
+        self.threads: Sequence[str] = THREADS
+        self._steps, self._futures = (
+            tuple(tuple(tuple(_reach(programs, op, pc, step) for pc in range(len(program)))
+                        for op, program in enumerate(programs)) for programs in self.programs)
+            for step in (True, False))
         self.invariants: Sequence[Invariant[LocksState]] = tuple(
             Invariant(name, _unbroken(name), text) for name, text in INVARIANTS if name not in unchecked)
         self.liveness: Sequence[Liveness[LocksState]] = ()
         self._initial = self._prime()
+
+    def footprint(self, state: LocksState, thread: str) -> Footprint:
+        """What the thread's next step reads and writes (see `_access`), for partial-order reduction."""
+        i = THREADS.index(thread)
+        t = state.threads[i]
+        return self._steps[i][t.op][t.pc] if t.op < len(self.programs[i]) else (frozenset(), frozenset())
+
+    def future(self, state: LocksState, thread: str) -> Footprint:
+        """What any of the thread's remaining steps may read and write (its next one included)."""
+        i = THREADS.index(thread)
+        t = state.threads[i]
+        return self._futures[i][t.op][t.pc] if t.op < len(self.programs[i]) else (frozenset(), frozenset())
 
     def _prime(self) -> LocksState:
         idle = Thread(0, 0, Registers())
