@@ -28,6 +28,7 @@ from properties.engines.counterexamples import shrunk
 from properties.engines.coverage import Coverage, Recorder, from_exploration
 from properties.engines.explorer import Exploration, Finding, Progress, explore
 from properties.engines.mechanism import Mechanism
+from properties.engines.reduction import PartialOrder, PreemptionBounded
 from properties.engines.replay import STUCK_KINDS, record
 from properties.engines.stateful import FailedRun, build_state_machine, find_failure
 from traces.format import save
@@ -72,9 +73,16 @@ def _save_finding(
 
 def run_explorer(
     mechanism: Mechanism, variant: str, config_name: str, max_states: int | None, *, symmetry: bool = False,
-    workers: int = 1,
+    workers: int = 1, por: bool = False, preemption_bound: int | None = None,
 ) -> Exploration[Any]:
-    model = _model(mechanism, mechanism.explore_configs[config_name], variant)
+    model: Model[Any] = _model(mechanism, mechanism.explore_configs[config_name], variant)
+    try:
+        if por:
+            model = PartialOrder(model)
+        if preemption_bound is not None:
+            model = PreemptionBounded(model, preemption_bound)
+    except ValueError as error:
+        raise UsageError(f"{mechanism.name}/{config_name}: {error}") from error
     _progress(f"  explore {mechanism.name}/{variant}/{config_name}")
 
     def report(where: Progress) -> None:
@@ -460,11 +468,15 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.config not in mechanism.explore_configs:
         raise UsageError(f"unknown config {args.config!r} (known: {', '.join(mechanism.explore_configs)})")
     result = run_explorer(mechanism, variant, args.config, args.max_states, symmetry=args.symmetry,
-                          workers=args.workers)
+                          workers=args.workers, por=args.por, preemption_bound=args.preemption_bound)
     model = _model(mechanism, mechanism.explore_configs[args.config], variant)
     reduced = ""
     if args.symmetry:
         reduced = " (one per orbit of the model's symmetry)" if result.symmetry else " (no symmetry here)"
+    if args.por:
+        reduced += " (partial-order reduced)"
+    if args.preemption_bound is not None:
+        reduced += f" (at most {args.preemption_bound} preemptions: complete only up to that bound)"
     ended = "complete" if result.complete else "bounded"
     print(f"{mechanism.name}/{variant}/{args.config}: {len(result.states)} states{reduced}, "
           f"{result.transitions} transitions, depth {result.max_depth}, {ended}, "

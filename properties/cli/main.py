@@ -352,6 +352,13 @@ def _parser() -> argparse.ArgumentParser:
                            help="stop after this many distinct states (default: no bound)")
     explore_p.add_argument("--out", default="brokerspec-out",
                            help="where counterexample traces are written (default brokerspec-out)")
+    explore_p.add_argument("--por", action="store_true",
+                           help="partial-order reduction: where a thread's next step touches nothing another thread "
+                                "may still touch, explore that step alone (models of threads that declare footprints, "
+                                "e.g. keyshared's locks* configurations; the same verdicts and shortest traces)")
+    explore_p.add_argument("--preemption-bound", type=_at_least(0), default=None, metavar="K",
+                           help="explore only the runs with at most K preemptions (switches away from a thread that "
+                                "could go on), as CHESS does: complete only up to K (models of threads)")
     explore_p.add_argument("--symmetry", action="store_true",
                            help="one state per orbit of the model's symmetry, where its configuration declares one "
                                 "(fewer states; the same verdicts and shortest counterexamples)")

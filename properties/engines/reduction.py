@@ -26,19 +26,21 @@ import networkx as nx
 from models.core import Action, Invariant, Json, Liveness, Model, Observation, Param
 
 S = TypeVar("S")
+S_contra = TypeVar("S_contra", contravariant=True)
 
 Footprint = tuple[frozenset[str], frozenset[str]]
 """What a step (or the rest of a thread's program) reads and writes: two sets of shared-object names."""
 
 
-class Threaded(Protocol[S]):
+class Threaded(Protocol[S_contra]):
     """A model of threads' steps that declares what each step touches (see the module docstring)."""
 
-    threads: Sequence[str]
+    @property
+    def threads(self) -> Sequence[str]: ...
 
-    def footprint(self, state: S, thread: str) -> Footprint: ...
+    def footprint(self, state: S_contra, thread: str) -> Footprint: ...
 
-    def future(self, state: S, thread: str) -> Footprint: ...
+    def future(self, state: S_contra, thread: str) -> Footprint: ...
 
 
 def conflict(a: Footprint, b: Footprint) -> bool:
@@ -66,6 +68,7 @@ class PartialOrder(_Wrapped[S]):
 
     def __init__(self, inner: Model[S]) -> None:
         super().__init__(inner)
+        self.model = inner
         if not hasattr(inner, "footprint") or not hasattr(inner, "future"):
             raise ValueError(f"{inner.mechanism}: partial-order reduction needs declared footprints")
         self.declared: Threaded[S] = inner  # type: ignore[assignment]
@@ -74,10 +77,10 @@ class PartialOrder(_Wrapped[S]):
         self.terminal_ok: Callable[[S], bool] | None = getattr(inner, "terminal_ok", None)
 
     def initial(self) -> S:
-        return self.inner.initial()
+        return self.model.initial()
 
     def enabled(self, state: S) -> Sequence[Action]:
-        enabled = self.inner.enabled(state)
+        enabled = self.model.enabled(state)
         by_thread = {a.name: a for a in enabled}
         if len(by_thread) < 2 or len(by_thread) != len(enabled):
             return enabled
@@ -88,13 +91,13 @@ class PartialOrder(_Wrapped[S]):
         return enabled
 
     def step(self, state: S, action: Action) -> tuple[S, Observation]:
-        return self.inner.step(state, action)
+        return self.model.step(state, action)
 
     def key(self, state: S) -> Hashable:
-        return self.inner.key(state)
+        return self.model.key(state)
 
     def vars(self, state: S) -> dict[str, Json]:
-        return self.inner.vars(state)
+        return self.model.vars(state)
 
 
 class Bounded(NamedTuple):
