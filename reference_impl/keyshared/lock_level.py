@@ -8,24 +8,28 @@ upstream's source statement by statement at those separations, on the determinis
 
 - `DrainingHashesTracker`, after apache/pulsar 0063cdd8
   `pulsar-broker/.../service/DrainingHashesTracker.java`: the entry map under a `ReentrantReadWriteLock`
-  (`getEntry` takes the read lock, lines 430-440), the entry's `refCount` and `blockedCount` as volatile
-  ints changed through field updaters (lines 58-128), `addEntry` (lines 249-288: write lock, get or
-  create, unlock, then `incrementRefCount`, then the stats), `reduceRefCount` (lines 320-376: `getEntry`,
-  `decrementRefCount`, then the write lock around `drainingHashes.remove(stickyHash)` by key and
-  `removed.isBlocking()`, then the stats and the unblocking handler outside it),
-  `shouldBlockStickyKeyHash` (lines 385-419: `getEntry`, then a lazy `remove(stickyKeyHash, entry)` under
-  the write lock when the hash is back with its drainer, else `incrementBlockedCount()` holding no lock),
-  and `startBatch`/`endBatch` (lines 291-316);
+  (fields at lines 51-54; `getEntry` takes the read lock, lines 426-436), the entry's `refCount` and
+  `blockedCount` as volatile ints changed through field updaters (lines 69-70, 96-121), `addEntry` (lines
+  233-275: write lock at 240, get or create, unlock at 265, then `incrementRefCount` at 268, then the stats at
+  273), `startBatch`/`endBatch` (lines 281-308: the -1 call at 306, outside the lock), `reduceRefCount` (lines
+  317-373: `getEntry` at 322, `decrementRefCount` at 332, then the write lock at 340 around
+  `drainingHashes.remove(stickyHash)` by key at 342 and `!closing && removed.isBlocking()` at 343, unlocked
+  at 351, then the stats at 360 and the unblocking handler at 365 outside it), and `shouldBlockStickyKeyHash`
+  (lines 382-418: `getEntry` at 387, a lazy `remove(stickyKeyHash, entry)` under the write lock at 397-401
+  when the hash is back with its drainer, else `incrementBlockedCount()` at 415 holding no lock);
 - `PendingAcksMap`, after apache/pulsar 01df066a `.../service/PendingAcksMap.java`: a read/write lock per
-  consumer; `forEach` under the read lock, `remove(l, e)` and `forEachAndClose` under the write lock
-  (the remove handler called inside it), `removeAllUpTo` first under the read lock and again under the
-  write lock when there is something to remove, its handler batch ended inside the write lock;
-- the callers in `PersistentStickyKeyDispatcherMultipleConsumers` (2b258c8c and 0063cdd8): the
-  REMOVE and ADD parts of `registerDrainingHashes` walk the impacted consumer's map with `forEach`, the
-  dispatch's `canDispatchEntry` calls `shouldBlockStickyKeyHash`, and `removeConsumer` closes the
-  leaver's map with `forEachAndClose` (a handler batch with `closing` true). Every dispatcher-side
-  operation runs on the one dispatcher thread (under the dispatcher's monitor, which no other thread
-  here takes, so it is never contended); acks run on a connection thread.
+  consumer (lines 102-104); `forEach` under the read lock (172-174), `remove(l, e)` under the write lock with
+  the remove handler called inside it (321-332), `forEachAndClose` under the write lock (`closed` set at 223,
+  the handler batch at 228-234, the map cleared at 239), `removeAllUpTo` first under the read lock and again
+  under the write lock when there is something to remove (397-470: the retry at 470), its handler batch
+  ended inside the write lock (463);
+- the callers in `PersistentStickyKeyDispatcherMultipleConsumers` (0063cdd8): the REMOVE and ADD parts of
+  `registerDrainingHashes` (lines 169-188) walk the impacted consumer's map with `forEach` (173), the ADD part
+  reading `getEntry` (182) before `reduceRefCount` (184); `removeConsumer` (197-206) drops the consumer from
+  the selector, closes its map (`super.removeConsumer`, 200), then registers the draining hashes (205) and
+  drops its stats (206); the dispatch's `canDispatchEntry` calls `shouldBlockStickyKeyHash` (532). Every
+  dispatcher-side operation runs on the one dispatcher thread (under the dispatcher's monitor, which no other
+  thread here takes, so it is never contended); acks run on a connection thread.
 
 `order` selects the tracker's code: `current` (above); `locked-block`, the fix of
 docs/findings/keyshared-tracker-lost-unblock.md (`shouldBlockStickyKeyHash` takes the write lock and
