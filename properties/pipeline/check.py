@@ -120,6 +120,7 @@ def sql_checks(mechanism: str, valid: DataFrame) -> DataFrame:
 NO_FIRST = "first record is not seq 0"
 """LOG-SEQ's detail for a partition whose seq 0 is missing (any other gap says which seq the record follows)."""
 
+
 def before_first_gap(mechanism: str, valid: DataFrame) -> DataFrame:
     """`valid`'s records up to each partition's first gap in seq: past one the log lost events (LOG-SEQ says
     so, or the quarantine), and a replay of what follows would report the loss as a model failure. One
@@ -157,10 +158,13 @@ def _quarantined_gaps(mechanism: str, sql_rows: list[dict[str, Any]], raw: DataF
     kept: list[dict[str, Any]] = []
     incomplete: dict[str, str] = {}
     for gap in sql_rows:
+        if gap["check"] != "LOG-SEQ":
+            kept.append(gap)
+            continue
         here = holes.get(int(gap[key]), {})
-        after = -1 if gap["detail"] == NO_FIRST else int(str(gap["detail"]).rsplit(" ", 1)[1])
+        after = -1 if gap["detail"] == NO_FIRST else int(str(gap["detail"]).rsplit(" ", 1)[1])  # "seq follows N"
         missing = range(after + 1, int(gap["seq"]))
-        if gap["check"] != "LOG-SEQ" or not missing or any(s not in here for s in missing):
+        if not missing or any(s not in here for s in missing):
             kept.append(gap)
             continue
         seqs = f"seq {missing[0]}" + (f"-{missing[-1]}" if len(missing) > 1 else "")

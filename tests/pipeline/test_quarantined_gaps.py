@@ -70,3 +70,17 @@ def test_every_model_divergence_has_a_trace_that_replay_reproduces_an_unpredicte
     assert main(["replay", summary["traces"]["3"]]) == USAGE  # the trace ends at the step the model refuses
     err = capsys.readouterr().err
     assert err.startswith(f"error: {summary['traces']['3']}: step {odd['seq'] + 1}: ") and len(err.splitlines()) == 1
+
+
+def test_a_key_shared_log_with_sql_findings_and_a_quarantined_gap_keeps_both_apart(
+        spark: SparkSession, tmp_path: Path) -> None:
+    sim = simulate("keyshared", 600, tmp_path / "log.jsonl", partitions=6, fault="classic", faulted=(1,), seed=6)
+    lines = sim.path.read_text().splitlines()
+    lost = next(i for i, line in enumerate(lines)
+                if json.loads(line)["subscription"] == 4 and json.loads(line)["seq"] == 5)
+    lines[lost] = lines[lost][: len(lines[lost]) // 2 + 8]  # "subscription" and "seq" still legible
+    sim.path.write_text("\n".join(lines) + "\n")
+    summary = check("keyshared", sim.path, tmp_path / "out", spark=spark)
+    assert summary["violating_partitions"] == [1] and summary["partitions"] == 6
+    assert list(summary["incomplete_partitions"]) == ["4"]
+    assert summary["incomplete_partitions"]["4"].startswith(f"seq 5 quarantined at {sim.path.as_posix()}:{lost + 1} ")
