@@ -284,7 +284,7 @@ TOPICLIST_SEMAPHORE_LOCKS = Vocabulary(
         "executor_queue": "the tasks submitted to the executor and not started, in order",
         "executor_queue[]": "a task label",
         "threads": "[name, next operation or done] of the caller, the other caller and the executor",
-        "broken": "invariants a step broke (they stay broken)",
+        "broken": "invariants a step broke (they stay broken), sorted",
         "broken[]": "an invariant name",
     },
     actions={
