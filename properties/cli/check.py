@@ -27,6 +27,7 @@ from properties.engines.conformance import Conformance, conform
 from properties.engines.counterexamples import shrunk
 from properties.engines.coverage import Coverage, Recorder, from_exploration
 from properties.engines.explorer import Exploration, Finding, Progress, explore
+from properties.engines.lockstep import DIVERGENCE
 from properties.engines.mechanism import Mechanism
 from properties.engines.reduction import PartialOrder, PreemptionBounded
 from properties.engines.replay import STUCK_KINDS, record
@@ -371,6 +372,9 @@ def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: 
             report.current_failed.add((mechanism.name, "conformance", config_name))
             finding = {"failures": list(found.failures), "target": found.target, "steps": len(actions),
                        "trace": str(path), "statement": mechanism.statement(found.target, config)}
+            if found.target == DIVERGENCE:  # no invariant named it: the harness's own defect, said as such
+                finding["harness_defect"] = mechanism.unnamed_divergence(config, found.detail)
+                detail += f"; {finding['harness_defect']}"
         report.add([mechanism.name, f"conformance[{config_name}]", variant, verdict, detail,
                     f"{result.elapsed_s:.1f}s"], code, finding if found is not None else None)
 

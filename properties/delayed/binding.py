@@ -36,6 +36,7 @@ from models.delayed import EXPLORE_CONFIG, HYPOTHESIS_CONFIG, MAX_LONG, DelayedM
 from properties.delayed import coverage as delayed_coverage
 from properties.delayed import proofs as delayed_z3
 from properties.delayed import protocol as delayed_protocol
+from properties.delayed.guards import GUARDS
 from properties.engines.mechanism import Mechanism, Property
 from reference_impl.delayed import (
     DispatcherModel,
@@ -102,6 +103,8 @@ class DelayedReference:
         # BC(now) = now + bc_offset (§3)
         self.bc_offset = model.tick - self.precision + 1 if variant == "current" and not model.strict else self.c_offset
         self.ledger: dict[tuple[int, int, int], int] = {}  # accepted (key, ledger, entry) -> D
+        # DD-I8's oracle: the fixed-delay detection rule run on the harness's own adds and drains.
+        self.highest, self.fixed = 0, True
         self.failed: set[str] = set()
         self._wrap()
 
@@ -133,6 +136,12 @@ class DelayedReference:
             held = add(ledger_id, entry_id, deliver_at)
             if held:
                 self.ledger[(self._key(deliver_at), ledger_id, entry_id)] = deliver_at
+            if deliver_at < 0 or deliver_at <= self.now + self.c_offset:  # delivered at once: not fixed
+                self.fixed = False
+            else:
+                if deliver_at < self.highest - self.tick:
+                    self.fixed = False
+                self.highest = max(self.highest, deliver_at)
             return held
 
         def has_message_available() -> bool:
@@ -155,6 +164,8 @@ class DelayedReference:
                     del self.ledger[min(held)]
             if len(got) < max_messages:
                 self._judge_lateness()
+            if not self.ledger:  # a drain that leaves nothing tracked starts the detection afresh
+                self.highest, self.fixed = 0, True
             return got
 
         t.add_message = add_message  # type: ignore[method-assign]
@@ -229,7 +240,7 @@ class DelayedReference:
 
     def violations(self) -> list[str]:
         """DD-I1/I2/I9 on the step's log entries, DD-I3/I4/I10 against the ledger, DD-I5/I6/I7 on
-        the tracker's storage and timer."""
+        the tracker's storage and timer, DD-I8 against the detection rule run on the harness's adds and drains."""
         out: list[str] = sorted(self.failed)
         d, t = self.dispatcher, self.tracker
         if set(t.snapshot()) != set(self.ledger) and "DD-I3" not in out:
@@ -261,6 +272,8 @@ class DelayedReference:
             out.append("DD-I7")
         if d.wasted_replays != wasted:
             out.append("DD-I9")
+        if (t.highest_delivery_time_tracked, t.messages_have_fixed_delay) != (self.highest, self.fixed):
+            out.append("DD-I8")
         return sorted(set(out))
 
     def _timer_ok(self, count: int) -> bool:
@@ -373,14 +386,15 @@ MECHANISM = Mechanism(
     make_reference=lambda config, variant: DelayedReference(config, variant),
     current="current",
     twins={"pr23611": "DD-I1"},
+    guards=GUARDS,
     reference_judges={
-        "delayed": ("DD-I1", "DD-I2", "DD-I3", "DD-I4", "DD-I5", "DD-I6", "DD-I7", "DD-I9", "DD-I10"),
+        "delayed": ("DD-I1", "DD-I2", "DD-I3", "DD-I4", "DD-I5", "DD-I6", "DD-I7", "DD-I8", "DD-I9", "DD-I10"),
     },
     beyond_model={
         "DD-I7": Property("memory equals the bitmaps' serialized size, by the closed form of roaring's containers",
                           ("reference",)),
         "DD-I8": Property("fixed and highest follow the fixed-delay detection rule, and should_pause answers by it",
-                          ("lockstep",)),
+                          ("reference", "lockstep")),
     },
     explore_configs={"small": EXPLORE_CONFIG, "small_strict": {**EXPLORE_CONFIG, "strict": True}},
     hypothesis_configs={"default": HYPOTHESIS_CONFIG, "strict": {**HYPOTHESIS_CONFIG, "strict": True}},

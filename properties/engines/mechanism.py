@@ -63,6 +63,20 @@ JUDGED_BY: Mapping[str, str] = {
 }
 """How a property no model states may be judged: the keys `Property.judged_by` names."""
 
+HARNESS_INPUT = "harness input"
+"""The guard of a compared variable whose value the adapter takes from the harness's own inputs (its clock, its
+settle step), not from the reference: no reference bug can make it differ, so no oracle is needed."""
+
+
+@dataclass(frozen=True)
+class Guard:
+    """What catches a wrong value of one compared variable by name: the properties judged on the reference
+    (`reference_judges` of its scope) that such a value breaks, or `HARNESS_INPUT`; or, where there is none
+    yet, `unguarded` says why (check then reports a divergence there as a defect of the harness)."""
+
+    by: tuple[str, ...] = ()
+    unguarded: str = ""
+
 
 @dataclass(frozen=True)
 class Property:
@@ -127,6 +141,9 @@ class Mechanism:
     beyond_model: Mapping[str, Property] = field(default_factory=dict)
     """The named properties no model of the mechanism states, with their statements: with the models' invariants,
     the mechanism's whole catalogue (`brokerspec invariants`, and `docs/spec/<mechanism>.md`)."""
+    guards: Mapping[str, Mapping[str, Guard]] = field(default_factory=dict)
+    """By scope the reference replays, every variable conformance compares (the keys of the model's `vars`) with
+    its `Guard`: a divergence is a bug, and the guard is what names it, so that no bug ends as a bare divergence."""
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -152,6 +169,20 @@ class Mechanism:
             if name in stated:
                 return stated[name]
         return ""
+
+    def unnamed_divergence(self, config: Mapping[str, Param], detail: str) -> str:
+        """What a bare divergence says about the harness: the variable it was first seen in (from the lockstep's
+        detail, `state <variable>: ...`) and that variable's guard, which did not break in the steps the walk
+        went on, or that no guard covers it: either way a defect of the harness, stated in one sentence."""
+        if not detail.startswith("state "):
+            return "a defect of the harness: an observation differed and no named invariant broke"
+        variable = detail.removeprefix("state ").split(":", 1)[0]
+        guard = self.guards.get(self.scope(config), {}).get(variable)
+        if guard is None or not guard.by:
+            why = f" ({guard.unguarded})" if guard is not None and guard.unguarded else ""
+            return f"a defect of the harness: no named invariant guards {variable!r}{why}"
+        return (f"a defect of the harness: {variable!r} differed and its guard(s) {', '.join(guard.by)} did not "
+                f"break in the steps that followed")
 
     def for_config(self, config: Mapping[str, Param]) -> Mechanism:
         """The mechanism as the engines see it for `config`: without a reference where its scope is model-only."""

@@ -52,6 +52,7 @@ from properties.engines.mechanism import Mechanism, Property
 from properties.keyshared import coverage as keyshared_coverage
 from properties.keyshared import proofs as keyshared_z3
 from properties.keyshared import protocol as keyshared_protocol
+from properties.keyshared.guards import GUARDS
 from properties.keyshared.locks import KeySharedLocksReference
 from properties.keyshared.tracker import KeySharedTrackerReference
 from reference_impl.keyshared import LEDGER_ID, Consumer, KeySharedDispatcher, Position, ReadOp
@@ -74,6 +75,10 @@ def _sorted_claims(
 ) -> tuple[tuple[int, tuple[int, ...]], ...]:
     """`claims` by ascending point, cached: a walk asks for the same few join orders at every step."""
     return tuple((point, tuple(slots)) for point, slots in sorted(claims(join, points, range_max).items()))
+
+
+_PASSES = frozenset({"read", "fire", "run", "complete_read", "interleaved_read"})
+"""The steps that run a dispatch pass, where shouldBlockStickyKeyHash may drop an entry whose hash came back."""
 
 
 class KeySharedReference:
@@ -102,13 +107,15 @@ class KeySharedReference:
         self.delivered: list[Json] = []
         self.out_of_order = False
         self.hashes: list[int] = []  # per entry id, the hash of the key the harness published
+        self.published: list[str] = []  # per entry id, the key the harness published
+        self.permits: dict[int, int] = {}  # per consumer: joined with + flowed - delivered, by the harness's count
         self.acked: set[int] = set()  # entry ids the clients acked above `mark_delete`
         # The mark-delete the harness expects from its own acks and cursor jumps, by the cursor's rules: acks
         # advance it over contiguous acked entries, a jump sets it, a reset puts it before the reset position.
         self.mark_delete = -1
-        self.jumps = model.jumps
         self.joins: list[tuple[int, str, int]] = []  # (id, name, name index) of the connected, in join order
         self.events: set[str] = set()
+        self.unscheduled = False  # the last step released a blocking entry and left no read scheduled (KS-I5a)
 
     # ------------------------------------------------------------------ client record
 
@@ -130,6 +137,7 @@ class KeySharedReference:
                     self.out_of_order = True
             self.nacked.discard(position)
             held.add(position)
+            self.permits[cid] -= 1
             self.delivered.append([cid, position[1]])
         self.seen = len(d.deliveries)
 
@@ -171,7 +179,7 @@ class KeySharedReference:
             self.events.add(PROMOTED)
         self.joins = [j for j in self.joins if j[0] != cid]
         d.remove_consumer(leaver)
-        del self.held[cid]
+        del self.held[cid], self.permits[cid]
 
     def _interleave(self, stage: str, index: int, hook: tuple[Param, ...]) -> bool:
         """Run the hook's ack or flow at its (stage, index); True once it ran (or was skipped there)."""
@@ -183,6 +191,7 @@ class KeySharedReference:
         if cid in self.consumers:
             if name == "flow":
                 self.d.flow(self.consumers[cid], value)
+                self.permits[cid] += value
             elif (LEDGER_ID, value) in self.held[cid]:
                 unblocks = len(self.d.unblock_calls)
                 self._ack(cid, value)
@@ -206,14 +215,17 @@ class KeySharedReference:
             d.add_consumer(consumer)
             self.consumers[cid] = consumer
             self.held[cid] = set()
+            self.permits[cid] = _int(action, "permits")
         elif name == "remove":
             self._remove(_int(action, "consumer"))
         elif name == "publish":
             key = str(action["key"])
             self.hashes.append(sticky_hash(key, self.range_max))
+            self.published.append(key)
             d.publish(key)
         elif name == "flow":
             d.flow(self.consumers[_int(action, "consumer")], _int(action, "n"))
+            self.permits[_int(action, "consumer")] += _int(action, "n")
         elif name == "ack":
             self._ack(_int(action, "consumer"), _int(action, "position"))
         elif name == "redeliver":
@@ -259,9 +271,17 @@ class KeySharedReference:
         else:  # skip, clear_backlog, expire
             self._jump(name, action, draining)
         self._sync()
-        if any(h not in (d.tracker.draining_hashes if d.tracker else {}) and e.consumer.connected
-               and d.selector.select(h) is e.consumer for h, e in draining.items()):
+        after = d.tracker.draining_hashes if d.tracker is not None else {}
+        came_back = {h for h, e in draining.items()
+                     if h not in after and e.consumer.connected and d.selector.select(h) is e.consumer}
+        if came_back:
             self.events.add(CAME_BACK)
+        # KS-I5a: an entry that had blocked a dispatch and is gone (or replaced) after the step must leave a read
+        # scheduled, unless a dispatch pass found its hash back with its drainer (the lazy removal needs no read).
+        lazy = came_back if name in _PASSES else set()
+        self.unscheduled = not d.scheduled_read and any(
+            e.blocked_count > 0 and after.get(h) is not e and h not in lazy for h, e in draining.items()
+        )
         observation["delivered"] = self.delivered
         return observation
 
@@ -333,8 +353,9 @@ class KeySharedReference:
 
     def violations(self) -> list[str]:
         """The model's invariants judged on the harness's own record (see the module doc), and the reference's
-        own: KS-I8 (the canonical ring of the recorded joins) and KS-C1 (the cursor's mark-delete and
-        individual acks are those the harness's acks and cursor jumps imply)."""
+        own: KS-I8 (the canonical ring of the recorded joins), KS-C1 (the cursor's mark-delete and individual
+        acks are those the harness's acks and cursor jumps imply) and KS-C2 (the log and the permits are those
+        the harness's publishes, joins, flows and the logged deliveries imply)."""
         out: list[str] = []
         if not self._ring_canonical():
             out.append("KS-I8")
@@ -348,15 +369,24 @@ class KeySharedReference:
             out.append("KS-I2")
         if self.out_of_order:
             out.append("KS-I4")
-        if self.d.mark_delete_position[1] != self.mark_delete or {
-            p[1] for p in self.d.individually_acked
-        } != self.acked:
+        if self.unscheduled:
+            out.append("KS-I5a")
+        d = self.d
+        if d.mark_delete_position[1] != self.mark_delete or {p[1] for p in d.individually_acked} != self.acked:
             out.append("KS-C1")  # reference only, as KS-I8: the model's cursor is its own record
-        if self.jumps:
-            if any(p[1] <= self.mark_delete for p, _ in self.d.replay_queue.items()):
-                out.append("KS-J1")
-            if not self._each_once():
-                out.append("KS-J2")
+        if [d.key_of((LEDGER_ID, e)).decode("utf-8") for e in range(d.entry_count())] != self.published or any(
+            c.permits != self.permits[c.consumer_id] for c in d.consumers
+        ):
+            out.append("KS-C2")
+        if d.variant == "pip379" and (d.recently_joined is not None or d.last_sent_position is not None
+                                      or d.individually_sent_positions or d.is_dispatcher_stuck_on_replays):
+            out.append("KS-C3")
+        # Judged in every configuration on the reference (they hold without jumps too), but stated by the
+        # model only where a configuration takes jumps (the pipeline's compiled replay mirrors the others).
+        if any(p[1] <= self.mark_delete for p, _ in d.replay_queue.items()):
+            out.append("KS-J1")
+        if not self._each_once():
+            out.append("KS-J2")
         return out
 
     def _each_once(self) -> bool:
@@ -557,14 +587,19 @@ MECHANISM = Mechanism(
     make_reference=make_reference,
     current="pip379",
     twins={"classic": "KS-I1", "pip282": "KS-I1"},
+    guards=GUARDS,
     reference_judges={
-        "keyshared": ("KS-I1", "KS-I2", "KS-I4", "KS-I8", "KS-C1", "KS-J1", "KS-J2"),
+        "keyshared": ("KS-I1", "KS-I2", "KS-I4", "KS-I5a", "KS-I8", "KS-C1", "KS-C2", "KS-C3", "KS-J1", "KS-J2"),
         "keyshared/tracker": ("KS-I1", "KS-I2", "KS-I3"),
         "keyshared/locks": ("LK-1", "LK-2", "LK-3", "LK-4", "LK-5", "LK-6"),
     },
     beyond_model={
         "KS-C1": Property("the cursor's mark-delete and individual acks are where the harness's own acks and cursor "
                           "jumps put them, by the cursor's rules", ("reference",)),
+        "KS-C2": Property("the log holds the keys the harness published, in order, and each consumer's permits are "
+                          "those it joined with, plus what it flowed, less what it was delivered", ("reference",)),
+        "KS-C3": Property("the current dispatcher (pip379) keeps none of its predecessors' gates: no recently-joined "
+                          "map, last-sent position, sent set or stuck-on-replays flag", ("reference",)),
         "KS-I8": Property("the ring is canonical: each point selects its earliest-joined claimer, the others collide "
                           "in join order, and each name index was the lowest free one at its join", ("reference",)),
         "KS-I9": Property("the ranges a membership change reports removed and added are exactly the pointwise "

@@ -62,6 +62,7 @@ from properties.engines.lockstep import DIVERGENCE
 from properties.engines.mechanism import Mechanism, Property
 from properties.metadata import coverage as metadata_coverage
 from properties.metadata import protocol as metadata_protocol
+from properties.metadata.guards import GUARDS
 from properties.metadata.proofs import proofs
 from reference_impl.metadata import (
     Costs,
@@ -477,6 +478,7 @@ MECHANISM = Mechanism(
     make_reference=lambda config, variant: MetadataReference(config, variant),
     current=CURRENT,
     twins={"legacy": "MD-I5", "blocking_callback": "MD-I5"},
+    guards=GUARDS,
     reference_judges={"metadata": ("MD-I1", "MD-I2", "MD-I3", "MD-I4", "MD-I5", "MD-I7")},
     beyond_model={
         "MD-I1-W": Property("the Z3 worker pool is well formed: a path's submitted tasks share a worker, a worker "

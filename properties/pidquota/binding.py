@@ -50,6 +50,7 @@ from properties.engines.mechanism import Mechanism, Property
 from properties.pidquota import coverage as pidquota_coverage
 from properties.pidquota import proofs as pidquota_z3
 from properties.pidquota import protocol as pidquota_protocol
+from properties.pidquota.guards import GUARDS
 from reference_impl.pidquota import (
     EnhancedDoubleHasher,
     IncrementingHasher,
@@ -470,6 +471,7 @@ MECHANISM = Mechanism(
     make_reference=lambda config, variant: PidQuotaReference(config, variant),
     current="current",
     twins={"no_readd": "PQ-I1"},
+    guards=GUARDS,
     reference_judges={
         "pidquota": ("PQ-I1", "PQ-I2", "PQ-I4a", "PQ-I4b", "PQ-I5", "PQ-I6", "PQ-I8", "PQ-I9", "PQ-I10", "PQ-I11",
                      "PQ-I12"),

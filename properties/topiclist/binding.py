@@ -49,6 +49,7 @@ from properties.engines.mechanism import Mechanism, Property
 from properties.topiclist import coverage as topiclist_coverage
 from properties.topiclist import proofs as topiclist_z3
 from properties.topiclist import protocol as topiclist_protocol
+from properties.topiclist.guards import GUARDS
 from properties.topiclist.locks import SemaphoreLocksReference
 from reference_impl.topiclist import (
     LONG_MAX,
@@ -787,6 +788,7 @@ MECHANISM = Mechanism(
     make_reference=make_reference,
     current="current",
     twins={"no_exceptional_release": "TL-I7"},
+    guards=GUARDS,
     reference_judges={
         "topiclist/semaphore": ("TL-I1", "TL-I2", "TL-I3", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I9", "TL-I10"),
         "topiclist/flows": ("TL-I1", "TL-I2", "TL-I3", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I8", "TL-I9"),

@@ -1,0 +1,62 @@
+"""What names a wrong value of each variable conformance compares in Key_Shared (`Mechanism.guards`).
+
+Each guard is an oracle the reference adapter judges from the harness's own record (`reference_judges`):
+for the dispatcher scope KS-I1, KS-I2 and KS-I4 on what the clients hold, KS-I5a on the blocking entries a
+step released, KS-I8 on the recorded joins, KS-C1 and KS-C2 on the harness's acks, jumps, publishes and
+flows, KS-C3 on the twins' bookkeeping the current variant must not keep, KS-J1 and KS-J2 on the cursor and
+the places of every unacknowledged message. Where no oracle exists yet, `unguarded` says why; `check`
+then reports a divergence there as a defect of the harness, not as a bare difference.
+"""
+
+from __future__ import annotations
+
+from properties.engines.mechanism import HARNESS_INPUT, Guard
+
+DISPATCHER: dict[str, Guard] = {
+    "messages": Guard(("KS-C2",)),
+    "consumers": Guard(("KS-I8", "KS-C2")),  # ids, names and name indexes (KS-I8); permits (KS-C2)
+    "pending": Guard(("KS-I2", "KS-J2")),
+    "held": Guard(("KS-I1", "KS-I2", "KS-I4")),  # the deliveries the reference logged
+    "ring": Guard(("KS-I8",)),
+    "read_position": Guard(("KS-J2",)),
+    "mark_delete": Guard(("KS-C1",)),
+    "acked": Guard(("KS-C1",)),
+    "replay": Guard(("KS-J1", "KS-J2")),
+    "draining": Guard(("KS-I2",)),  # owner and ref count; the blocked flag only through the reads it causes
+    "recently_joined": Guard(("KS-C3",)),  # the twins' bookkeeping: pip379 keeps none
+    "last_sent": Guard(("KS-C3",)),  # the twins' bookkeeping: pip379 keeps none
+    "sent": Guard(("KS-C3",)),  # the twins' bookkeeping: pip379 keeps none
+    "stuck_on_replays": Guard(("KS-C3",)),  # the twins' bookkeeping: pip379 keeps none
+    "scheduled_read": Guard(("KS-I5a",)),
+    "skip_next_replay": Guard(unguarded="the look-ahead flag: no oracle on the reference yet"),
+    "reads_in_flight": Guard(("KS-J2",)),  # a Normal read's positions are one of an unacked message's places
+    "rewind_pending": Guard(unguarded="KS-J2 is not judged while a rewind waits: no oracle yet"),
+    "nacked": Guard(("KS-C1",)),  # the harness's negative acks, less what the reference's cursor acknowledged
+    "settled": Guard((HARNESS_INPUT,)),
+    "pinned": Guard((HARNESS_INPUT,)),
+    "events": Guard(unguarded="coverage events (a promotion, an unblock inside a pass, a hash back with its "
+                              "drainer, a jump's release, a reset back): no oracle of their own"),
+}
+
+TRACKER: dict[str, Guard] = {
+    "consumers": Guard(unguarded="whether a consumer's pending-acks map is closed: no oracle yet"),
+    "owners": Guard((HARNESS_INPUT,)),  # the harness's own selector
+    "pending": Guard(("KS-I2",)),  # every insertion and removal goes through the handlers KS-I2 counts
+    "draining": Guard(("KS-I2",)),
+    "batch_level": Guard(("KS-I3",)),
+    "unblocked_while_batching": Guard(("KS-I3",)),
+    "replay": Guard(unguarded="what a closing map handed back: no oracle yet"),
+    "events": Guard(unguarded="coverage events of the pending-acks map: no oracle of their own"),
+}
+
+_LOCK_SCOPE = "the lock scope's guards are its owner's to declare (properties/keyshared/locks.py)"
+
+GUARDS: dict[str, dict[str, Guard]] = {
+    "keyshared": DISPATCHER,
+    "keyshared/tracker": TRACKER,
+    "keyshared/locks": {
+        name: Guard(unguarded=_LOCK_SCOPE)
+        for name in ("owner", "pending", "closed", "draining", "batch_level", "unblocked_while_batching", "stats",
+                     "locks", "unblocked", "replay", "blocks", "threads", "broken")
+    },
+}
