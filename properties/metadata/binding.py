@@ -141,6 +141,9 @@ class MetadataReference:
         self.cycle: list[list[str]] = []
         self.disagreement = ""
         self._states: list[ThreadState] | None = None
+        self.broken: set[str] = set()
+        """The lock-level invariants a step broke (MD-LK1, MD-LK2), judged on the ledger of each step."""
+        self.backend = None if m.memory else world.get_thread(f"{m.name}-backend")
 
     def close(self) -> None:
         """Dispose the world: unwind its suspended tasks now rather than whenever the GC frees them."""
@@ -151,6 +154,8 @@ class MetadataReference:
         """Step the world; a choice the reference does not offer is a divergence it reports, not a crash."""
         w = self.world
         self.disagreement = ""
+        before = self._ledger()
+        runner: str | None = None
         if action.name in ("run", "advance"):
             offered = [arg for kind, arg in w.choices() if kind == action.name]
             names = [t if isinstance(t, int) else t.name for t in offered]
@@ -159,12 +164,15 @@ class MetadataReference:
                 self.disagreement = f"the reference does not offer {action} (it offers {names})"
             else:
                 w.step((action.name, wanted if wanted is not None else offered[0]))
+                runner = wanted
         elif action.name == "close":
             self.store.close()
         else:
             client = self.clients[int(action["c"])]  # type: ignore[arg-type]
             client.execute(self._call(action), label=client_label(action))
             w.step(("run", client))
+            runner = client.name
+        self._judge_locks(runner, before)
         self._states = None
         self.cycle = cycle_edges(w.wait_for_graph()) if _blocked(self.threads()) else []
         return None
@@ -196,6 +204,35 @@ class MetadataReference:
                 ledger.append(got)
 
         return filed
+
+    # -- the lock ledger (MD-LK1, MD-LK2) ---------------------------------------------------------------
+    def _ledger(self) -> tuple[dict[str, SimFuture[Any]], dict[str, str | None], list[str]]:
+        """Before a step: each cached path's entry (by identity), who holds each key lock, the backend's tasks."""
+        backend = self.backend
+        tasks = [] if backend is None else [*backend.queued, *([backend.running] if backend.running else [])]
+        return dict(self.cache.entries), {p: lock.holder for p, lock in self.cache._key_locks.items()}, tasks
+
+    def _judge_locks(self, runner: str | None,
+                     before: tuple[dict[str, SimFuture[Any]], dict[str, str | None], list[str]]) -> None:
+        """MD-LK1: with PIP-453 batching, a batch reaches the backend only from the thread holding the flush lock
+        (the flusher holds it from the first batch to the last, yielding between them). MD-LK2: a path's cache
+        entry is added, replaced or removed only by the thread holding that path's key lock, or while no other
+        thread holds it (Caffeine's per-key lock: a refresh holds it across its read)."""
+        if runner is None:
+            return
+        entries, holders, tasks = before
+        after_entries, _, after_tasks = self._ledger()
+        for path in set(entries) | set(after_entries):
+            if entries.get(path) is after_entries.get(path):
+                continue
+            lock = self.cache._key_locks.get(path)
+            if {holders.get(path), lock.holder if lock is not None else None} - {None, runner}:
+                self.broken.add("MD-LK2")
+        dispatched = [t for t in after_tasks if t not in tasks]
+        flush_lock = self.store.flush_lock
+        if self.model.pip453 and self.model.batching and dispatched and (
+                flush_lock is None or flush_lock.holder != runner):
+            self.broken.add("MD-LK1")
 
     def threads(self) -> list[ThreadState]:
         """The threads' states since the last step, taken once: `vars` and `violations` both read them."""
@@ -255,7 +292,7 @@ class MetadataReference:
             out.append("MD-I5")
         if quiescent and not store.closed and not _md_i7(store, self.cache):
             out.append("MD-I7")
-        return out
+        return out + sorted(self.broken)
 
 
 def _blocked(states: list[ThreadState]) -> bool:
@@ -479,12 +516,16 @@ MECHANISM = Mechanism(
     current=CURRENT,
     twins={"legacy": "MD-I5", "blocking_callback": "MD-I5"},
     guards=GUARDS,
-    reference_judges={"metadata": ("MD-I1", "MD-I2", "MD-I3", "MD-I4", "MD-I5", "MD-I7")},
+    reference_judges={"metadata": ("MD-I1", "MD-I2", "MD-I3", "MD-I4", "MD-I5", "MD-I7", "MD-LK1", "MD-LK2")},
     beyond_model={
         "MD-I1-W": Property("the Z3 worker pool is well formed: a path's submitted tasks share a worker, a worker "
                             "runs one task at a time and starts its tasks in submission order", ("z3",)),
         "MD-I6": Property("with batching, every op waits in the queue at most max(P, L) + L, and pip453 no longer "
                           "than legacy on the same load", ("bench",)),
+        "MD-LK1": Property("with PIP-453 batching, a batch reaches the backend only from the thread holding the flush "
+                          "lock", ("reference",)),
+        "MD-LK2": Property("a path's cache entry is added, replaced or removed only by the thread holding that path's "
+                          "key lock, or while no other thread holds it", ("reference",)),
         "MD-P1": Property("successive periodic flushes start at least P apart (a diagnostic: a fixed-rate schedule "
                           "breaks it after a stall, a fixed-delay one does not)", ("bench",)),
     },

@@ -237,6 +237,11 @@ class SimThread:
         return tuple(t.label for t in self._queue)
 
     @property
+    def running(self) -> str | None:
+        """Label of the started-but-unfinished task, if any."""
+        return self._current.label if self._current is not None else None
+
+    @property
     def blocked(self) -> bool:
         return self._current is not None and self._current.blocked_for(self)
 
