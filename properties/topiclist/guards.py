@@ -32,9 +32,17 @@ GUARDS: dict[str, dict[str, Guard]] = {
         "watchers": Guard(unguarded="the watchers' registration and update queues: no oracle yet"),
         "denied": Guard(unguarded="the namespaces denied authorization: no oracle yet"),
     },
-    # The lock-level scope (properties/topiclist/locks.py) is another developer's: its guards are theirs to declare.
+    # The lock-level scope (properties/topiclist/locks.py): its ledger judges SL-1..SL-4.
     "topiclist/semaphore-locks": {
-        name: Guard(unguarded="the lock-level scope's guards are its owner's to declare (topiclist/locks.py)")
-        for name in ("available", "queue", "requests", "permits", "timers", "executor_queue", "threads", "broken")
+        "available": Guard(("SL-1", "SL-2", "SL-3")),
+        "permits": Guard(("SL-2", "SL-3")),  # what the callers hold, counted against the pool
+        "requests": Guard(("SL-2", "SL-3")),  # a granted future adds its permit to what is held
+        "queue": Guard(("SL-4",)),  # the head a lost wake-up leaves waiting
+        "executor_queue": Guard(("SL-4",)),  # a pass that is never submitted
+        "timers": Guard(unguarded="which timers are pending: a lost or extra timeout shows only through the requests "
+                                  "it fails, which SL-2 and SL-3 count"),
+        "threads": Guard(unguarded="where each thread is: a thread elsewhere refuses the model's next step (a named "
+                                   "disagreement), and no invariant is about the position itself"),
+        "broken": Guard(("SL-1", "SL-2", "SL-3", "SL-4")),
     },
 }
