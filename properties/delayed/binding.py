@@ -105,6 +105,7 @@ class DelayedReference:
         self.ledger: dict[tuple[int, int, int], int] = {}  # accepted (key, ledger, entry) -> D
         # DD-I8's oracle: the fixed-delay detection rule run on the harness's own adds and drains.
         self.highest, self.fixed = 0, True
+        self.last_tick_run = 0  # DD-I11's oracle: when the harness last ran the timer task live
         self.failed: set[str] = set()
         self._wrap()
 
@@ -207,12 +208,15 @@ class DelayedReference:
                 d.max_messages_per_round = self.round_size
             return self._round()
         if action.name == "fire":
+            self.last_tick_run = self.now
             self.tracker.timer.fire(self.tracker.timer.pending()[0])
             return self._round()
         if action.name == "run":
             handle = TimeoutHandle(deadline=self.now, seq=-1, task=self.tracker)
             if action["handle"] == "cancelled":
                 handle.cancel()
+            else:
+                self.last_tick_run = self.now
             self.tracker.run(handle)
             return self._round()
         if action.name == "should_pause":
@@ -240,7 +244,8 @@ class DelayedReference:
 
     def violations(self) -> list[str]:
         """DD-I1/I2/I9 on the step's log entries, DD-I3/I4/I10 against the ledger, DD-I5/I6/I7 on
-        the tracker's storage and timer, DD-I8 against the detection rule run on the harness's adds and drains."""
+        the tracker's storage and timer, DD-I8 against the detection rule run on the harness's adds and drains,
+        DD-I11 against the harness's own record of the timer task's live runs."""
         out: list[str] = sorted(self.failed)
         d, t = self.dispatcher, self.tracker
         if set(t.snapshot()) != set(self.ledger) and "DD-I3" not in out:
@@ -274,6 +279,8 @@ class DelayedReference:
             out.append("DD-I9")
         if (t.highest_delivery_time_tracked, t.messages_have_fixed_delay) != (self.highest, self.fixed):
             out.append("DD-I8")
+        if t.timer_state()[2] != self.last_tick_run:
+            out.append("DD-I11")
         return sorted(set(out))
 
     def _timer_ok(self, count: int) -> bool:
@@ -388,13 +395,16 @@ MECHANISM = Mechanism(
     twins={"pr23611": "DD-I1"},
     guards=GUARDS,
     reference_judges={
-        "delayed": ("DD-I1", "DD-I2", "DD-I3", "DD-I4", "DD-I5", "DD-I6", "DD-I7", "DD-I8", "DD-I9", "DD-I10"),
+        "delayed": ("DD-I1", "DD-I2", "DD-I3", "DD-I4", "DD-I5", "DD-I6", "DD-I7", "DD-I8", "DD-I9", "DD-I10",
+                    "DD-I11"),
     },
     beyond_model={
         "DD-I7": Property("memory equals the bitmaps' serialized size, by the closed form of roaring's containers",
                           ("reference",)),
         "DD-I8": Property("fixed and highest follow the fixed-delay detection rule, and should_pause answers by it",
                           ("reference", "lockstep")),
+        "DD-I11": Property("the tick gate's last run is when the harness last ran the timer task live (a fired "
+                           "handle, or a run of a handle not cancelled)", ("reference",)),
     },
     explore_configs={"small": EXPLORE_CONFIG, "small_strict": {**EXPLORE_CONFIG, "strict": True}},
     hypothesis_configs={"default": HYPOTHESIS_CONFIG, "strict": {**HYPOTHESIS_CONFIG, "strict": True}},

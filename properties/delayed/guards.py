@@ -13,7 +13,7 @@ GUARDS: dict[str, dict[str, Guard]] = {
         "highest": Guard(("DD-I8",)),
         "fixed": Guard(("DD-I8",)),
         "timer": Guard(("DD-I6",)),
-        "last_tick_run": Guard(unguarded="the tick gate's last run: no oracle yet"),
+        "last_tick_run": Guard(("DD-I11",)),
         "deliver_at": Guard(("DD-I1", "DD-I2")),
     },
 }

@@ -101,6 +101,7 @@ class KeySharedReference:
         self.held: dict[int, set[Position]] = {}
         self.nacked: set[Position] = set()
         self.in_flight: dict[str, ReadOp] = {}
+        self.rewinding = False  # KS-C4: the first consumer joined while a read was in flight, not yet all completed
         self.settled = False
         self.pinned: tuple[int, ...] = ()
         self.seen = 0
@@ -210,6 +211,7 @@ class KeySharedReference:
         if name == "add":
             cid, joiner = _int(action, "consumer"), str(action["name"])
             consumer = Consumer(joiner, cid, _int(action, "permits"))
+            self.rewinding = self.rewinding or (not self.consumers and bool(self.in_flight))
             used = {index for _, n, index in self.joins if n == joiner}
             self.joins.append((cid, joiner, next(i for i in range(len(used) + 1) if i not in used)))
             d.add_consumer(consumer)
@@ -251,6 +253,7 @@ class KeySharedReference:
             observation["read"] = [op.read_type.value, [p[1] for p in op.positions]] if op else ["None", []]
         elif name == "complete_read":
             d.complete_read(self.in_flight.pop(str(action["kind"])))
+            self.rewinding = self.rewinding and bool(self.in_flight)
         elif name == "interleaved_read":
             inner = action["inner"]
             assert isinstance(inner, tuple)
@@ -383,6 +386,8 @@ class KeySharedReference:
             out.append("KS-C3")
         # Judged in every configuration on the reference (they hold without jumps too), but stated by the
         # model only where a configuration takes jumps (the pipeline's compiled replay mirrors the others).
+        if d.should_rewind_before_reading_or_replaying != self.rewinding:
+            out.append("KS-C4")
         if any(p[1] <= self.mark_delete for p, _ in d.replay_queue.items()):
             out.append("KS-J1")
         if not self._each_once():
@@ -589,7 +594,8 @@ MECHANISM = Mechanism(
     twins={"classic": "KS-I1", "pip282": "KS-I1"},
     guards=GUARDS,
     reference_judges={
-        "keyshared": ("KS-I1", "KS-I2", "KS-I4", "KS-I5a", "KS-I8", "KS-C1", "KS-C2", "KS-C3", "KS-J1", "KS-J2"),
+        "keyshared": ("KS-I1", "KS-I2", "KS-I4", "KS-I5a", "KS-I8", "KS-C1", "KS-C2", "KS-C3", "KS-C4",
+                      "KS-J1", "KS-J2"),
         "keyshared/tracker": ("KS-I1", "KS-I2", "KS-I3"),
         "keyshared/locks": ("LK-1", "LK-2", "LK-3", "LK-4", "LK-5", "LK-6"),
     },
@@ -600,6 +606,8 @@ MECHANISM = Mechanism(
                           "those it joined with, plus what it flowed, less what it was delivered", ("reference",)),
         "KS-C3": Property("the current dispatcher (pip379) keeps none of its predecessors' gates: no recently-joined "
                           "map, last-sent position, sent set or stuck-on-replays flag", ("reference",)),
+        "KS-C4": Property("a rewind is pending exactly from the first consumer's joining while a read is in flight "
+                          "until every read then in flight has completed", ("reference",)),
         "KS-I8": Property("the ring is canonical: each point selects its earliest-joined claimer, the others collide "
                           "in join order, and each name index was the lowest free one at its join", ("reference",)),
         "KS-I9": Property("the ranges a membership change reports removed and added are exactly the pointwise "

@@ -3,7 +3,8 @@
 Each guard is an oracle the reference adapter judges from the harness's own record (`reference_judges`):
 for the dispatcher scope KS-I1, KS-I2 and KS-I4 on what the clients hold, KS-I5a on the blocking entries a
 step released, KS-I8 on the recorded joins, KS-C1 and KS-C2 on the harness's acks, jumps, publishes and
-flows, KS-C3 on the twins' bookkeeping the current variant must not keep, KS-J1 and KS-J2 on the cursor and
+flows, KS-C3 on the twins' bookkeeping the current variant must not keep, KS-C4 on the reads in flight when
+the first consumer joined, KS-J1 and KS-J2 on the cursor and
 the places of every unacknowledged message. Where no oracle exists yet, `unguarded` says why; `check`
 then reports a divergence there as a defect of the harness, not as a bare difference.
 """
@@ -30,7 +31,7 @@ DISPATCHER: dict[str, Guard] = {
     "scheduled_read": Guard(("KS-I5a",)),
     "skip_next_replay": Guard(unguarded="the look-ahead flag: no oracle on the reference yet"),
     "reads_in_flight": Guard(("KS-J2",)),  # a Normal read's positions are one of an unacked message's places
-    "rewind_pending": Guard(unguarded="KS-J2 is not judged while a rewind waits: no oracle yet"),
+    "rewind_pending": Guard(("KS-C4",)),
     "nacked": Guard(("KS-C1",)),  # the harness's negative acks, less what the reference's cursor acknowledged
     "settled": Guard((HARNESS_INPUT,)),
     "pinned": Guard((HARNESS_INPUT,)),

@@ -43,12 +43,11 @@ def _compared() -> list[tuple[str, str, str]]:
 COMPARED = _compared()
 
 UNGUARDED = {
-    ("keyshared", "keyshared"): {"skip_next_replay", "rewind_pending", "events"},
+    ("keyshared", "keyshared"): {"skip_next_replay", "events"},
     ("keyshared", "keyshared/tracker"): {"consumers", "replay", "events"},
     ("keyshared", "keyshared/locks"): {"owner", "pending", "closed", "draining", "batch_level",
                                        "unblocked_while_batching", "stats", "locks", "unblocked", "replay", "blocks",
                                        "threads", "broken"},
-    ("delayed", "delayed"): {"last_tick_run"},
     ("topiclist", "topiclist/flows"): {"holders", "watchers", "denied"},
     ("topiclist", "topiclist/semaphore-locks"): {"timers", "threads"},
 }
