@@ -121,17 +121,6 @@ NO_FIRST = "first record is not seq 0"
 """LOG-SEQ's detail for a partition whose seq 0 is missing (any other gap says which seq the record follows)."""
 
 
-def before_first_gap(mechanism: str, valid: DataFrame) -> DataFrame:
-    """`valid`'s records up to each partition's first gap in seq: past one the log lost events (LOG-SEQ says
-    so, or the quarantine), and a replay of what follows would report the loss as a model failure. One
-    window over the key and seq, which `prepare`'s partitioning and sort already satisfy (no shuffle)."""
-    key = spec(mechanism).key
-    order = Window.partitionBy(key).orderBy("seq")
-    gap = (F.col("seq") != F.coalesce(F.lag("seq").over(order) + 1, F.lit(0))).cast("int")
-    seen = F.max(gap).over(order.rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    return valid.withColumn("_gap_seen", seen).where(F.col("_gap_seen") == 0).drop("_gap_seen")
-
-
 def _quarantined_gaps(mechanism: str, sql_rows: list[dict[str, Any]], raw: DataFrame, prepared: DataFrame,
                       blocks: DataFrame, reasons: dict[str, int]) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The SQL rows without the LOG-SEQ gaps that quarantined records fill, and per partition those gaps
@@ -354,12 +343,11 @@ def _check(mechanism: str, input_path: Path, out: Path, spark: SparkSession, say
 
     say(f"pipeline {mechanism}: SQL window checks")
     sql_rows = sorted(_rows(sql_checks(mechanism, valid)), key=lambda r: (r[log.key], r["seq"], r["check"]))
-    unreplayed = {r[log.key] for r in sql_rows if r["check"] == "LOG-SEQ" and r["detail"] == NO_FIRST}
     sql_rows, incomplete = _quarantined_gaps(mechanism, sql_rows, raw, prepared, blocks, reasons)
     say(f"pipeline {mechanism}: model replay of every partition")
-    verdicts = replay_all(mechanism, before_first_gap(mechanism, valid), conformance, replayed).cache()
+    verdicts = replay_all(mechanism, valid, conformance, replayed).cache()  # each up to its first gap in seq
     failing = sorted(_rows(verdicts.where(F.col("step").isNotNull())), key=lambda r: int(r["key"]))
-    partitions = verdicts.count() + len(unreplayed)  # a partition without its seq 0 has nothing to replay
+    partitions = verdicts.count()
 
     violations = [
         {"key": r[log.key], "source": "sql", "check": r["check"], "seq": r["seq"], "detail": r["detail"]}

@@ -62,7 +62,7 @@ from properties.pipeline.keyshared_log import (
     partition,
 )
 from properties.pipeline.keyshared_replay import NULL, KeySharedReplay, compiled
-from properties.pipeline.records import ending_in_refusal
+from properties.pipeline.records import ending_in_refusal, gap_free
 from properties.pipeline.schema import columns, spec
 from traces.format import save
 
@@ -207,7 +207,8 @@ def compiled_replay() -> KeySharedReplay | None:
 
 
 def _verdicts(table: pa.Table | pa.RecordBatch, conformance: bool = False) -> pa.RecordBatch:
-    """One verdict row per subscription of `table` (whole subscriptions, sorted by subscription and seq).
+    """One verdict row per subscription of `table` (whole subscriptions, sorted by subscription and seq), of
+    its records up to its first gap in seq (`gap_free`).
 
     With `conformance`, a subscription the client record passes goes through the compiled pip379
     replay, and through the full model only if that finds it leaving the model (or is not available).
@@ -220,7 +221,14 @@ def _verdicts(table: pa.Table | pa.RecordBatch, conformance: bool = False) -> pa
         name, permits = _strings(_column(table, "name")), _numbers(_column(table, "permits"))
     out: dict[str, list[Any]] = {name: [] for name in ("key", "events", "step", "seq", "failures", "detail",
                                                        "explained_by", "divergence_step", "divergence")}
-    for lo, hi in _runs(sub):
+    seqs = np.asarray(_column(table, "seq"))
+    for lo, everything in _runs(sub):
+        hi = gap_free(seqs, lo, everything)
+        if hi == lo:  # no seq 0: nothing to replay (LOG-SEQ or the quarantine says why)
+            for field in out:
+                out[field].append(int(sub[lo]) if field == "key" else 0 if field == "events" else
+                                  "" if field in ("failures", "detail", "divergence") else None)
+            continue
         verdict = client_verdict_columns(event, consumer, position, hashes, key, seq, lo, hi)
         explained, divergence_step, divergence = None, None, ""
         if verdict.step is None and conformance and (

@@ -7,6 +7,8 @@ import json
 from dataclasses import replace
 from typing import Any, cast
 
+import numpy as np
+
 from models.core import Action, Json, Param
 from properties.engines.lockstep import DIVERGENCE, same_values
 from traces.format import Trace, TraceStep
@@ -43,3 +45,11 @@ def ending_in_refusal(prefix: Trace, action: Action, detail: str) -> Trace:
     refused = TraceStep(action, last.vars, None, (DIVERGENCE,))
     failure: dict[str, Json] = {"step": len(prefix.steps), "names": [DIVERGENCE], "detail": detail}
     return replace(prefix, steps=(*prefix.steps, refused), failure=failure)
+
+
+def gap_free(seqs: np.ndarray[Any, Any], lo: int, hi: int) -> int:
+    """Where rows lo..hi (one partition, in seq order) stop running 0, 1, 2, ... (`lo` without a seq 0): the
+    replay stops there, since past a gap the log lost events (LOG-SEQ or the quarantine reports the gap),
+    and replaying on would report the loss as a model failure."""
+    off = np.flatnonzero(seqs[lo:hi] != np.arange(hi - lo))
+    return hi if off.size == 0 else lo + int(off[0])

@@ -38,7 +38,7 @@ from properties import registry
 from properties.engines.lockstep import DIVERGENCE, Lockstep
 from properties.pipeline import keyshared_check
 from properties.pipeline.delayed_replay import DelayedReplay
-from properties.pipeline.records import action_of
+from properties.pipeline.records import action_of, gap_free
 from properties.pipeline.schema import SPECS, spec
 from properties.pipeline.simulate import model as build_model
 from properties.pipeline.topiclist_replay import TopicListReplay
@@ -205,14 +205,17 @@ def whole_partitions(batches: Iterator[pa.RecordBatch], key: str,
 
 
 def verdicts(mechanism: str, table: pa.Table) -> pa.RecordBatch:
-    """One verdict row per partition of `table` (whole partitions, sorted by key and seq): the fast path
-    for every partition, the full model for those it fails. Each partition's columns become lists on
-    their own, so their strings reuse the memory the last partition's freed."""
+    """One verdict row per partition of `table` (whole partitions, sorted by key and seq), of its records up
+    to its first gap in seq (`gap_free`): the fast path for every partition, the full model for those it
+    fails. Each partition's columns become lists on their own, so their strings reuse the memory the last
+    partition's freed."""
     fast = fast_replay(mechanism)
     keys = np.asarray(table.column(spec(mechanism).key))
     logged = table.select(LOGGED)
     out: dict[str, list[Any]] = {name: [] for name in ("key", "events", "step", "failures", "detail", "explained_by")}
-    for lo, hi in runs(keys):
+    seqs = np.asarray(table.column("seq"))
+    for lo, everything in runs(keys):
+        hi = gap_free(seqs, lo, everything)
         part = logged.slice(lo, hi - lo)
         action, params, observation, vars_ = (strings(part.column(name)) for name in LOGGED)
         verdict = Verdict(None, (), "")
