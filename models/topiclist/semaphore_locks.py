@@ -47,6 +47,8 @@ CALLERS = ("caller", "other")
 THREADS = (*CALLERS, "executor")
 ACTION_NAMES = (*THREADS, "clock")
 DONE = "done"
+MONITOR = "AsyncSemaphoreImpl"
+"""The monitor `internalProcessQueue` is synchronized on: held by the executor from a pass's first step to its end."""
 PASS, TIMEOUT = "internalProcessQueue", "timeoutTask"
 """The executor's task labels (a pass, and a request's timeout); the deferred pass is a PASS timer."""
 PENDING, GRANTED, TIMED_OUT, QUEUE_FULL, CANCELLED = "pending", "granted", "timed out", "queue full", "cancelled"
@@ -442,6 +444,8 @@ class SemaphoreLocksModel:
             "permits": [[name, value] for name, value in self.held_values(state)],
             "timers": [label for _, label, _ in state.timers],
             "executor_queue": [label for label, _ in state.exec_queue],
+            "locks": {MONITOR: ["executor"] if state.executor is not None and state.executor.op == 0
+                      and state.executor.pc > 0 else []},
             "threads": [[name, self.label(state, i)] for i, name in enumerate(THREADS)],
             "broken": list(state.broken),
         }

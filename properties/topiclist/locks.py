@@ -24,6 +24,7 @@ from models.topiclist.semaphore_locks import (
     CANCELLED,
     DONE,
     GRANTED,
+    MONITOR,
     PENDING,
     QUEUE_FULL,
     SUBMITTING,
@@ -131,6 +132,7 @@ class SemaphoreLocksReference:
             "permits": [[name, value] for name, value in self._held()],
             "timers": [*self.world.pending_timers()],
             "executor_queue": [*self.executor.queued],
+            "locks": {MONITOR: [] if self.sem.monitor.holder is None else [self.sem.monitor.holder]},
             "threads": [[name, self._label(name)] for name in (*CALLERS, self.executor.name)],
             "broken": [*sorted(self.broken)],
         }
