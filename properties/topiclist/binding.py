@@ -750,18 +750,21 @@ def make_reference(config: Mapping[str, Param] | None, variant: str) -> Implemen
 
 
 # The semaphore's lock scope (models/topiclist/semaphore_locks.py), replayed on the upstream-granularity reference
-# (reference_impl/topiclist/lock_level.py). `semaphore-locks` races a growing update of P0 with a release of it
+# (reference_impl/topiclist/lock_level.py). `semaphore-locks-grant` is one acquire of the last permit (its own pass
+# must grant it: the smallest wake-up), `semaphore-locks` races a growing update of P0 with a release of it
 # (#25066's race), `semaphore-locks-cancel` the caller's cancellation with the grant of its growing update, and
 # `semaphore-locks-wake` a release with a waiter it must wake (under the clock: a timeout and the one-shot pass
 # too). Each order is its own configuration: the order is the semaphore's code, not a variant of the limiter.
 LOCKS_FINDING = "docs/findings/topiclist-semaphore-lock-level.md"
 _RACE: dict[str, Param] = {"held": (1,), "caller": ("update P0 2",), "other": ("release P0",)}
 _CANCEL: dict[str, Param] = {"held": (1,), "caller": ("update P0 2", "cancel"), "other": ()}
+_GRANT: dict[str, Param] = {"held": (1,), "caller": ("acquire 1",), "other": ()}
 _WAKE: dict[str, Param] = {"held": (2,), "caller": ("acquire 1",), "other": ("release P0",), "clock": True}
 LOCKS_EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
     name: {**LOCKS_DEFAULT_CONFIG, **script, "order": order}
     for name, order, script in (
-        ("semaphore-locks", "current", _RACE), ("semaphore-locks-cancel", "current", _CANCEL),
+        ("semaphore-locks-grant", "current", _GRANT), ("semaphore-locks", "current", _RACE),
+        ("semaphore-locks-cancel", "current", _CANCEL),
         ("semaphore-locks-wake", "current", _WAKE),
         ("semaphore-locks-fix", "fixed", _RACE), ("semaphore-locks-fix-cancel", "fixed", _CANCEL),
         ("semaphore-locks-pre25066", "pre25066", _RACE), ("semaphore-locks-unswapped", "unswapped", _RACE))
@@ -772,7 +775,8 @@ LOCKS_FINDINGS: dict[str, Mapping[str, str]] = {
     "semaphore-locks-pre25066": {"SL-2": LOCKS_FINDING, "SL-3": LOCKS_FINDING},  # #25066's race: counted twice
     "semaphore-locks-unswapped": {name: LOCKS_FINDING for name in ("SL-1", "SL-2", "SL-3")},  # the twin
 }
-"""What each lock configuration must break (see Mechanism.findings); the `-fix` ones and `-wake` break nothing."""
+"""What each lock configuration must break (see Mechanism.findings); the `-fix` ones, `-grant` and `-wake` break
+nothing."""
 LOCKS_HYPOTHESIS_CONFIG: dict[str, Param] = {
     **LOCKS_DEFAULT_CONFIG, "held": (1, 1), "max_permits": 3, "clock": True, "unchecked": ("SL-1", "SL-3"),
     "caller": ("update P0 2", "cancel", "acquire 1"), "other": ("release P0", "update P1 3", "release P1"),
