@@ -51,10 +51,10 @@ def model_for(trace: Trace, source: str, variant: str | None = None) -> Model[An
     return engine.model_for(mechanism_for(trace, source), trace, source, variant)
 
 
-def validate(trace: Trace, source: str, variant: str | None = None) -> Model[Any]:
+def validate(trace: Trace, source: str, variant: str | None = None, check_vars: bool = True) -> Model[Any]:
     """`properties.engines.replay.validate` on the mechanism the trace names: the one input check of
     `replay`, `shrink`, `report` and `promote`."""
-    return engine.validate(mechanism_for(trace, source), trace, source, variant)
+    return engine.validate(mechanism_for(trace, source), trace, source, variant, check_vars)
 
 
 def replay(

@@ -68,10 +68,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 
-def _validated(trace: Trace, source: str) -> Model[Any]:
+def _validated(trace: Trace, source: str, check_vars: bool = True) -> Model[Any]:
     """The input check every trace command shares (`properties.engines.replay.validate`), as a usage error."""
     try:
-        return validate(trace, source)
+        return validate(trace, source, check_vars=check_vars)
     except TraceError as exc:
         raise UsageError(str(exc)) from None
 
@@ -86,7 +86,7 @@ def _writable(path: Path) -> Path:
 
 def cmd_shrink(args: argparse.Namespace) -> int:
     trace = _load(args.trace)
-    model = _validated(trace, args.trace)
+    model = _validated(trace, args.trace, check_vars=args.port is None)  # a port's trace holds the port's states
     names = trace.failure.get("names")
     if not isinstance(names, list) or not names:
         raise UsageError(f"{args.trace}: the trace records no failure to shrink toward")

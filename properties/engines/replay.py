@@ -128,18 +128,21 @@ def model_for(mechanism: Mechanism, trace: Trace, source: str, variant: str | No
         raise TraceError(f"{source}: cannot build the {trace.mechanism} model: {exc}") from None
 
 
-def validate(mechanism: Mechanism, trace: Trace, source: str, variant: str | None = None) -> Model[Any]:
+def validate(
+    mechanism: Mechanism, trace: Trace, source: str, variant: str | None = None, check_vars: bool = True
+) -> Model[Any]:
     """The model the trace runs on, once the trace is known to fit it; a one-line `TraceError` otherwise.
 
     The one check that `replay`, `shrink`, `report` and `promote` share, so whatever one refuses all
     refuse with the same message: the model must build from the recorded configuration, every state
     must record exactly the model's variables (unless `variant` replays the actions on another
-    variant, whose variables may differ), every action must be one of the model's, with the
+    variant, whose variables may differ, or `check_vars` is off: a port's trace records the port's
+    states, which the port replay does not compare), every action must be one of the model's, with the
     parameter types the model offers, and enabled where it is taken, and a liveness finding must
     name a property of the model.
     """
     model = model_for(mechanism, trace, source, variant)
-    own = variant in (None, trace.variant)
+    own = check_vars and variant in (None, trace.variant)
     known = set(model.action_names)
     state = model.initial()
     for index, step in enumerate(trace.steps):
@@ -193,7 +196,7 @@ def replay(
     (then recorded states are not compared, since they are expected to differ). Each recorded state
     and observation is compared with the replayed one, key by key: a difference is a divergence.
     """
-    model = validate(mechanism, trace, source, variant)
+    model = validate(mechanism, trace, source, variant, check_vars)
     implementation: Implementation | None = None
     if against == "reference":
         make = mechanism.for_config(trace.config).make_reference

@@ -14,7 +14,7 @@ from properties import registry
 from properties.cli import DIVERGED, PASS, USAGE, VIOLATED, main
 from properties.engines.replay import record
 from tests.engines.tiny import CounterModel
-from traces.format import save
+from traces.format import TraceError, load, save
 
 pytestmark = pytest.mark.usefixtures("tiny_registered")
 
@@ -142,3 +142,17 @@ def test_check_on_a_terminal_fits_its_width(monkeypatch: pytest.MonkeyPatch, tmp
     lines = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in lines if not line.strip().startswith(str(tmp_path))) <= 100
     assert max(len(line) for line in lines) > 60  # the table is there, and uses the width
+
+
+def test_a_replay_that_does_not_compare_states_does_not_ask_for_the_model_variables(tmp_path: Path) -> None:
+    """`replay --port` and `shrink --port` compare the port, not the recorded states (a port's own)."""
+    doc = json.loads(DELAYED_TRACE.read_text())
+    doc["vars"].remove("buckets")
+    for state in doc["states"]:
+        del state["buckets"]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    trace = load(path)
+    assert "DD-I1" in registry.replay(trace, str(path), check_vars=False).failures
+    with pytest.raises(TraceError, match="missing variable 'buckets'"):
+        registry.replay(trace, str(path))
