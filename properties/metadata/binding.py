@@ -216,14 +216,16 @@ class MetadataReference:
                      before: tuple[dict[str, SimFuture[Any]], dict[str, str | None], list[str]]) -> None:
         """MD-LK1: with PIP-453 batching, a batch reaches the backend only from the thread holding the flush lock
         (the flusher holds it from the first batch to the last, yielding between them). MD-LK2: a path's cache
-        entry is added, replaced or removed only by the thread holding that path's key lock, or while no other
-        thread holds it (Caffeine's per-key lock: a refresh holds it across its read)."""
+        entry is replaced or removed only by the thread holding that path's key lock, or while no other thread holds
+        it (Caffeine's per-key lock: a refresh holds it across its read). A miss publishing a new entry is left
+        out: the reference publishes it in one step without the lock, which a refresh can meet only after the
+        closing store failed the entry it held the lock for."""
         if runner is None:
             return
         entries, holders, tasks = before
         after_entries, _, after_tasks = self._ledger()
-        for path in set(entries) | set(after_entries):
-            if entries.get(path) is after_entries.get(path):
+        for path in entries:  # an entry replaced or removed: a miss publishes a new one atomically, lock or not
+            if entries[path] is after_entries.get(path):
                 continue
             lock = self.cache._key_locks.get(path)
             if {holders.get(path), lock.holder if lock is not None else None} - {None, runner}:
@@ -524,8 +526,8 @@ MECHANISM = Mechanism(
                           "than legacy on the same load", ("bench",)),
         "MD-LK1": Property("with PIP-453 batching, a batch reaches the backend only from the thread holding the flush "
                           "lock", ("reference",)),
-        "MD-LK2": Property("a path's cache entry is added, replaced or removed only by the thread holding that path's "
-                          "key lock, or while no other thread holds it", ("reference",)),
+        "MD-LK2": Property("a path's cache entry is replaced or removed only by the thread holding that path's key "
+                          "lock, or while no other thread holds it", ("reference",)),
         "MD-P1": Property("successive periodic flushes start at least P apart (a diagnostic: a fixed-rate schedule "
                           "breaks it after a stall, a fixed-delay one does not)", ("bench",)),
     },
