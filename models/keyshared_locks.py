@@ -51,7 +51,9 @@ from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Obs
 ORDERS = ("current", "locked-block", "pre23854", "unserialized")
 VARIANTS = ("pip379", "classic", "pip282")
 THREADS = ("dispatcher", "acker")
-ACTION_NAMES = THREADS
+WITH_MEMBERSHIP = (*THREADS, "membership")
+"""The threads when consumers join and leave on a thread of their own (a connection's), under the monitor."""
+ACTION_NAMES = WITH_MEMBERSHIP
 HASH = 1
 """The one sticky hash of the scope (0 means "not set" upstream)."""
 DISPATCHER_OPS = ("join 2", "leave 2", "leave 1", "block")
@@ -72,6 +74,7 @@ DEFAULT_CONFIG: dict[str, Param] = {
     "pending": 2,  # consumer 1's pending acks of the hash at the start: entries 0 .. pending-1
     "dispatcher": ("join 2", "block", "leave 2", "block"),
     "acker": ("ack 0", "ack 1"),
+    "membership": (),  # joins and leaves on a thread of their own (then the dispatcher thread only dispatches)
     "unchecked": (),  # invariants left out (see the module doc)
 }
 
@@ -121,13 +124,14 @@ class LocksState(NamedTuple):
     unblocked_while_batching: bool
     stats: tuple[tuple[int, ...] | None, tuple[int, ...] | None]  # each consumer's stats hashes, None if absent
     tracker_lock: int  # the thread holding the tracker's write lock (the monitor before #23854), -1 if free
+    dispatcher_lock: int  # the thread holding the dispatcher's monitor (with a membership thread), -1 if free
     map_writer: tuple[int, int]
     map_readers: tuple[tuple[int, ...], tuple[int, ...]]
     unblocked: tuple[int, ...]  # the unblocking handler's calls, in order (the hash, or -1 after a batch)
     replay: tuple[int, ...]  # entry ids the closed consumers' maps handed to redelivery
     blocks: tuple[bool, ...]  # each finished dispatch's verdict: blocked or not
     acked: tuple[int, ...]  # ghost: the entry ids the client has acked (an ack is sent before it is processed)
-    threads: tuple[Thread, Thread]
+    threads: tuple[Thread, ...]
     broken: tuple[str, ...]
 
 
@@ -229,8 +233,9 @@ class _Assembler:
         self.emit(f"{method}: stickyKeyHashUnblocked", "notify", value)
         self.jump_to_here(skip)
 
-    def should_block(self, owner: int) -> None:
-        """The dispatch's shouldBlockStickyKeyHash(owner, HASH); `owner` is known statically (see `_owners`)."""
+    def should_block(self) -> None:
+        """The dispatch's shouldBlockStickyKeyHash(owner, HASH). Its lazy removal clears the drainer's stats: only
+        consumer 1 ever drains here."""
         m = "shouldBlockStickyKeyHash"
         if self.pre:
             self.emit(self.tracker_label(m, False), "monitor", 0)
@@ -244,7 +249,7 @@ class _Assembler:
         self.emit(None, "remove if same")
         if not self.pre:
             self.emit(None, "tracker write off")
-        self.stats(m, owner, "clear")
+        self.stats(m, 1, "clear")
         done = self.emit(None, "jump")
         self.jump_to_here(other)
         if self.order == "locked-block":
@@ -389,7 +394,8 @@ def _access(ins: Instruction) -> tuple[frozenset[str], frozenset[str]]:
         "switch owner": ("owner",), "join": ("owner", "incarnation", "map2"), "close": (f"map{c}",),
         "to replay": ("replay",), "clear": (f"map{c}",), "consumer removed": (f"stats{c}",),
         "pop or skip": ("map1",), "drop next": ("map1",), "client acks": ("acked",), "client acks up to": ("acked",),
-        "rethrow": ("tracker", *maps),
+        "rethrow": ("tracker", "dispatcher", *maps), "dispatcher lock": ("dispatcher",),
+        "dispatcher unlock": ("dispatcher",),
     }
     return frozenset(reads.get(code, ())), frozenset(writes.get(code, ()))
 
@@ -426,22 +432,32 @@ def _reach(programs: tuple[tuple[Instruction, ...], ...], op: int, pc: int, step
 Footprint = tuple[frozenset[str], frozenset[str]]
 
 
-def compile_op(order: str, op: str, owner: int) -> tuple[Instruction, ...]:
-    """One script operation as instructions (see `_Assembler`); `owner` owns the hash when it starts."""
+SYNCHRONIZED = {"join 2": "addConsumer", "leave 1": "removeConsumer", "leave 2": "removeConsumer",
+                "block": "trySendMessagesToConsumers"}
+"""The dispatcher's synchronized method each dispatcher-side operation runs in."""
+
+
+def compile_op(order: str, op: str, owner: int, monitor: bool = False) -> tuple[Instruction, ...]:
+    """One script operation as instructions (see `_Assembler`); `owner` owns the hash when it starts; with
+    `monitor`, a dispatcher-side operation runs inside the dispatcher's monitor (its `synchronized` method)."""
     asm = _Assembler(order)
     word, _, arg = op.partition(" ")
+    if monitor and op in SYNCHRONIZED:
+        asm.emit(f"{SYNCHRONIZED[op]}: dispatcher.lock", "dispatcher lock")
     if op == "join 2":
         asm.join()
     elif op in ("leave 1", "leave 2"):
         asm.remove_consumer(int(arg), owns=owner == int(arg))
     elif op == "block":
-        asm.should_block(owner)
+        asm.should_block()
     elif word == "ack":
         asm.ack(int(arg))
     elif word == "ack-up-to":
         asm.ack_up_to(int(arg))
     else:
         raise ValueError(f"keyshared lock config: unknown operation {op!r}")
+    if monitor and op in SYNCHRONIZED:
+        asm.emit(None, "dispatcher unlock")
     asm.emit(None, "end op")
     return tuple(asm.code)
 
@@ -467,18 +483,18 @@ def _owners(script: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(owners)
 
 
-def _script(config: Mapping[str, Param], name: str, pending: int) -> tuple[str, ...]:
+def _script(config: Mapping[str, Param], name: str, pending: int, allowed: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """A thread's script, each operation one of `allowed` (an acker's: `ack N` and `ack-up-to N`, N < pending)."""
     script = config[name]
     ops = [op for op in script if isinstance(op, str)] if isinstance(script, tuple) else []
     if not isinstance(script, tuple) or len(ops) != len(script):
         raise ValueError(f"keyshared lock config {name} must be a tuple of operations")
     for op in ops:
         word, _, arg = op.partition(" ")
-        ok = op in DISPATCHER_OPS if name == "dispatcher" else (
-            word in ("ack", "ack-up-to") and arg.isdigit() and int(arg) < pending)
+        ok = op in allowed if allowed else word in ("ack", "ack-up-to") and arg.isdigit() and int(arg) < pending
         if not ok:
-            allowed = ", ".join(DISPATCHER_OPS) if name == "dispatcher" else f"'ack N', 'ack-up-to N' (N < {pending})"
-            raise ValueError(f"keyshared lock config {name}: {op!r} is not one of {allowed}")
+            choices = ", ".join(allowed) if allowed else f"'ack N', 'ack-up-to N' (N < {pending})"
+            raise ValueError(f"keyshared lock config {name}: {op!r} is not one of {choices}")
     return tuple(ops)
 
 
@@ -500,12 +516,17 @@ class KeySharedLocksModel:
         if not isinstance(unchecked, tuple) or not set(unchecked) <= set(names):
             raise ValueError(f"keyshared lock config unchecked must be a tuple of invariant names ({', '.join(names)})")
         self.order, self.pending = str(order), pending
-        self.scripts = (_script(self.config, "dispatcher", pending), _script(self.config, "acker", pending))
-        owners = (_owners(self.scripts[0]), tuple(1 for _ in self.scripts[1]))
-        self.programs = tuple(tuple(compile_op(self.order, op, owner) for op, owner in zip(script, own, strict=True))
-                              for script, own in zip(self.scripts, owners, strict=True))
+        membership = _script(self.config, "membership", pending, DISPATCHER_OPS[:3])
+        self.monitored = bool(membership)
+        dispatcher = _script(self.config, "dispatcher", pending, ("block",) if membership else DISPATCHER_OPS)
+        self.scripts = (dispatcher, _script(self.config, "acker", pending), *((membership,) if membership else ()))
+        movers = (membership,) if membership else ()
+        owners = (_owners(dispatcher), tuple(1 for _ in self.scripts[1]), *(_owners(m) for m in movers))
+        self.programs = tuple(
+            tuple(compile_op(self.order, op, owner, self.monitored) for op, owner in zip(script, own, strict=True))
+            for script, own in zip(self.scripts, owners, strict=True))
         self.action_names: Sequence[str] = ACTION_NAMES
-        self.threads: Sequence[str] = THREADS
+        self.threads: Sequence[str] = WITH_MEMBERSHIP if membership else THREADS
         self._steps, self._futures = (
             tuple(tuple(tuple(_reach(programs, op, pc, step) for pc in range(len(program)))
                         for op, program in enumerate(programs)) for programs in self.programs)
@@ -515,23 +536,26 @@ class KeySharedLocksModel:
         self.liveness: Sequence[Liveness[LocksState]] = ()
         self._initial = self._prime()
 
+    def _names(self, threads: list[int]) -> list[Json]:
+        return [self.threads[i] for i in threads]
+
     def footprint(self, state: LocksState, thread: str) -> Footprint:
         """What the thread's next step reads and writes (see `_access`), for partial-order reduction."""
-        i = THREADS.index(thread)
+        i = self.threads.index(thread)
         t = state.threads[i]
         return self._steps[i][t.op][t.pc] if t.op < len(self.programs[i]) else (frozenset(), frozenset())
 
     def future(self, state: LocksState, thread: str) -> Footprint:
         """What any of the thread's remaining steps may read and write (its next one included)."""
-        i = THREADS.index(thread)
+        i = self.threads.index(thread)
         t = state.threads[i]
         return self._futures[i][t.op][t.pc] if t.op < len(self.programs[i]) else (frozenset(), frozenset())
 
     def _prime(self) -> LocksState:
         idle = Thread(0, 0, Registers())
         start = LocksState(1, (0, 0), (tuple(range(self.pending)), ()), (False, False), -1, (), 0, False,
-                           (None, None), -1, (-1, -1), ((), ()), (), (), (), (), (idle, idle), ())
-        for i in (0, 1):
+                           (None, None), -1, -1, (-1, -1), ((), ()), (), (), (), (), (idle,) * len(self.threads), ())
+        for i in range(len(self.threads)):
             start = _Run(self, start, i, first=False).result()
         return start
 
@@ -551,7 +575,7 @@ class KeySharedLocksModel:
 
     def enabled(self, state: LocksState) -> Sequence[Action]:
         out = []
-        for i, name in enumerate(THREADS):
+        for i, name in enumerate(self.threads):
             instruction = self.next_instruction(state, i)
             if instruction is not None and not _blocked(state, i, instruction):
                 out.append(Action.of(name, step=str(instruction.label)))
@@ -560,7 +584,9 @@ class KeySharedLocksModel:
     def step(self, state: LocksState, action: Action) -> tuple[LocksState, Observation]:
         if action not in self.enabled(state):
             raise ActionNotEnabled(action, "not offered in this state (see KeySharedLocksModel.enabled)")
-        return _Run(self, state, THREADS.index(action.name), first=True).result(), None
+        if action.name not in self.threads:
+            raise ActionNotEnabled(action, f"no thread {action.name} in this configuration")
+        return _Run(self, state, self.threads.index(action.name), first=True).result(), None
 
     def key(self, state: LocksState) -> Hashable:
         return state
@@ -575,19 +601,17 @@ class KeySharedLocksModel:
             "batch_level": state.batch_level,
             "unblocked_while_batching": state.unblocked_while_batching,
             "stats": [[c + 1, list(hashes)] for c, hashes in enumerate(state.stats) if hashes is not None],
-            "locks": {"tracker": _names([state.tracker_lock] if state.tracker_lock != -1 else []),
-                      **{f"map[{c + 1}]": _names(([state.map_writer[c]] if state.map_writer[c] != -1 else [])
-                                                 + list(state.map_readers[c])) for c in (0, 1)}},
+            "locks": {"tracker": self._names([state.tracker_lock] if state.tracker_lock != -1 else []),
+                      **{f"map[{c + 1}]": self._names(([state.map_writer[c]] if state.map_writer[c] != -1 else [])
+                                                      + list(state.map_readers[c])) for c in (0, 1)},
+                      **({"dispatcher": self._names([state.dispatcher_lock] if state.dispatcher_lock != -1 else [])}
+                         if self.monitored else {})},
             "unblocked": list(state.unblocked),
             "replay": list(state.replay),
             "blocks": list(state.blocks),
-            "threads": [[THREADS[i], self.next_label(state, i)] for i in (0, 1)],
+            "threads": [[name, self.next_label(state, i)] for i, name in enumerate(self.threads)],
             "broken": list(state.broken),
         }
-
-
-def _names(threads: list[int]) -> list[Json]:
-    return [THREADS[i] for i in threads]
 
 
 def _unbroken(name: str) -> Callable[[LocksState], bool]:
@@ -599,6 +623,8 @@ def _blocked(state: LocksState, i: int, instruction: Instruction) -> bool:
     code = instruction.code
     if code in ("read entry", "tracker write", "monitor", "start batch", "end batch"):
         return state.tracker_lock not in (-1, i)
+    if code == "dispatcher lock":
+        return state.dispatcher_lock not in (-1, i)
     if code == "map read":
         return state.map_writer[instruction.arg - 1] not in (-1, i)
     if code == "map write":
@@ -618,6 +644,7 @@ class _Run:
         self.batch_level, self.unblocked_while_batching = s.batch_level, s.unblocked_while_batching
         self.stats = list(s.stats)
         self.tracker_lock, self.map_writer = s.tracker_lock, list(s.map_writer)
+        self.dispatcher_lock = s.dispatcher_lock
         self.map_readers = [list(r) for r in s.map_readers]
         self.unblocked, self.replay, self.blocks = list(s.unblocked), list(s.replay), list(s.blocks)
         self.acked = set(s.acked)
@@ -647,9 +674,9 @@ class _Run:
             self.owner, (self.incarnations[0], self.incarnations[1]),
             (tuple(self.pending[0]), tuple(self.pending[1])), (self.closed[0], self.closed[1]), self.slot,
             tuple(self.entries), self.batch_level, self.unblocked_while_batching, (self.stats[0], self.stats[1]),
-            self.tracker_lock, (self.map_writer[0], self.map_writer[1]),
+            self.tracker_lock, self.dispatcher_lock, (self.map_writer[0], self.map_writer[1]),
             (tuple(self.map_readers[0]), tuple(self.map_readers[1])), tuple(self.unblocked), tuple(self.replay),
-            tuple(self.blocks), tuple(sorted(self.acked)), (self.threads[0], self.threads[1]),
+            tuple(self.blocks), tuple(sorted(self.acked)), tuple(self.threads),
             tuple(sorted(self.broken)))
 
     # -- helpers ------------------------------------------------------------------------------------------------
@@ -684,6 +711,8 @@ class _Run:
         """An exception escapes the operation: its finally blocks release every lock the thread holds."""
         if self.tracker_lock == self.i:
             self.tracker_lock = -1
+        if self.dispatcher_lock == self.i:
+            self.dispatcher_lock = -1
         for c in (0, 1):
             if self.map_writer[c] == self.i:
                 self.map_writer[c] = -1
@@ -872,6 +901,10 @@ class _Run:
             self._regs(items=items)
             if items:
                 self.jump = ins.target
+        elif code == "dispatcher lock":
+            self.dispatcher_lock = self.i
+        elif code == "dispatcher unlock":
+            self.dispatcher_lock = -1
         elif code == "rethrow":
             if regs.raised:
                 self._unwind()

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from functools import partial
 
 from models.core import Action, Json, Observation, Param
-from models.keyshared_locks import DONE, HASH, THREADS, KeySharedLocksModel
+from models.keyshared_locks import DONE, HASH, KeySharedLocksModel
 from reference_impl.concurrent.executors import World
 from reference_impl.keyshared.lock_level import DrainingHashEntry, NullPointerException, StickyKeyDispatcher
 
@@ -33,8 +33,8 @@ class KeySharedLocksReference:
 
     def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:
         model = KeySharedLocksModel(config, variant)  # parses and completes the configuration
-        self.order = model.order
-        self.d = StickyKeyDispatcher(model.order, (1, 2), {HASH: 1})
+        self.order, self.threads, self.monitored = model.order, tuple(model.threads), model.monitored
+        self.d = StickyKeyDispatcher(model.order, (1, 2), {HASH: 1}, synchronized=model.monitored)
         for entry_id in range(model.pending):
             self.d.consumers[1].pending_acks.put(entry_id, HASH)
         self.world = World(preemptive=True)
@@ -44,11 +44,11 @@ class KeySharedLocksReference:
         self.finished: list[str] = []  # the thread of each operation that returned, in order
         self.owed: dict[str, int] = {}  # thread -> the hash whose unblocking call its operation still owes
         self.batch_owes = False  # an open handler batch owes an unblocking call (-1) when it ends
-        dispatcher, acker = (self.world.thread(name) for name in THREADS)
-        for op in model.scripts[0]:
-            dispatcher.execute(partial(self._dispatcher_op, op), label=op)
-        for op in model.scripts[1]:
-            acker.execute(partial(self._acker_op, op), label=op)
+        for name, script in zip(self.threads, model.scripts, strict=True):
+            thread = self.world.thread(name)
+            for op in script:
+                run = self._acker_op if name == "acker" else self._dispatcher_op
+                thread.execute(partial(run, op, name), label=op)
         self.entries: list[DrainingHashEntry] = []  # every entry object seen, in the order first seen
         self.decremented: dict[str, DrainingHashEntry] = {}
         self.removed_by: dict[str, DrainingHashEntry] = {}
@@ -59,7 +59,7 @@ class KeySharedLocksReference:
         self._see()
 
     # -- the threads' operations (tasks) ------------------------------------------------------------------------
-    def _dispatcher_op(self, op: str) -> None:
+    def _dispatcher_op(self, op: str, thread: str) -> None:
         if op == "join 2":
             self.d.join(2, HASH)
         elif op.startswith("leave"):
@@ -67,9 +67,9 @@ class KeySharedLocksReference:
             self.d.remove_consumer(int(op.split()[1]))
         else:
             self.blocks.append(self.d.dispatch(HASH))
-        self.finished.append(THREADS[0])
+        self.finished.append(thread)
 
-    def _acker_op(self, op: str) -> None:
+    def _acker_op(self, op: str, thread: str) -> None:
         word, _, arg = op.partition(" ")
         n = int(arg)
         if word == "ack":
@@ -78,7 +78,7 @@ class KeySharedLocksReference:
         else:
             self.acked.update(range(n + 1))
             self.d.ack_up_to(1, n)
-        self.finished.append(THREADS[1])
+        self.finished.append(thread)
 
     # -- Implementation -----------------------------------------------------------------------------------------
     def apply(self, action: Action) -> Observation:
@@ -117,11 +117,13 @@ class KeySharedLocksReference:
             "stats": [[cid, _json(sorted(stats.draining_hashes))]
                       for cid, stats in sorted(tracker.consumer_draining_hashes_stats_map.items())],
             "locks": {"tracker": _json(self._tracker_holders()),
-                      **{f"map[{c}]": _json(maps[c].lock.holders()) for c in (1, 2)}},
+                      **{f"map[{c}]": _json(maps[c].lock.holders()) for c in (1, 2)},
+                      **({"dispatcher": _json([] if self.d.monitor.holder is None else [self.d.monitor.holder])}
+                         if self.monitored else {})},
             "unblocked": list(d.unblocked),
             "replay": list(d.replay),
             "blocks": list(self.blocks),
-            "threads": [[name, self._label(name)] for name in THREADS],
+            "threads": [[name, self._label(name)] for name in self.threads],
             "broken": _json(sorted(self.broken)),
         }
 

@@ -413,8 +413,13 @@ class StickyKeyDispatcher:
     the dispatcher thread, `ack` and `ack_up_to` on a consumer's connection thread.
     """
 
-    def __init__(self, order: str, consumer_ids: tuple[int, ...], owners: dict[int, int]) -> None:
+    def __init__(self, order: str, consumer_ids: tuple[int, ...], owners: dict[int, int],
+                 synchronized: bool = False) -> None:
         self.order = order
+        self.synchronized = synchronized
+        """Whether `join`, `remove_consumer` and `dispatch` take the dispatcher's monitor (their Java methods are
+        `synchronized`): needed once membership changes run on a thread of their own."""
+        self.monitor = ReentrantLock("dispatcher")
         self.unblocked: list[int] = []  # every stickyKeyHashUnblocked call, in order
         self.tracker = DrainingHashesTracker(self.sticky_key_hash_unblocked, order)
         self.handler = PendingAcksRemoveHandler(self.tracker)
@@ -451,21 +456,41 @@ class StickyKeyDispatcher:
 
         impacted.pending_acks.for_each(process)
 
+    @contextmanager
+    def _monitor(self) -> Iterator[None]:
+        if not self.synchronized:
+            yield
+            return
+        with self.monitor.held():
+            yield
+
+    @java_method("addConsumer")
     def join(self, consumer_id: int, sticky_hash: int) -> None:
         """addConsumer: a new consumer object takes the hash; the REMOVE part runs for the one that lost it (the
         joiner itself is upstream's skipConsumer)."""
+        with self._monitor():
+            self._join(consumer_id, sticky_hash)
+
+    def _join(self, consumer_id: int, sticky_hash: int) -> None:
         loser = self.consumers[self.owners[sticky_hash]]
         self._new_consumer(consumer_id)
         self.owners[sticky_hash] = consumer_id
         self.register_draining_hashes(loser, sticky_hash, adding=False)
 
+    @java_method("trySendMessagesToConsumers")
     def dispatch(self, sticky_hash: int) -> bool:
         """canDispatchEntry's draining check for the hash's owner: True if the hash is blocked."""
-        return self.tracker.should_block_sticky_key_hash(self.consumers[self.owners[sticky_hash]], sticky_hash)
+        with self._monitor():
+            return self.tracker.should_block_sticky_key_hash(self.consumers[self.owners[sticky_hash]], sticky_hash)
 
+    @java_method("removeConsumer")
     def remove_consumer(self, consumer_id: int) -> None:
         """removeConsumer: the selector gives the leaver's hashes to the other consumer, the leaver's map is closed
         into replay (a handler batch, `closing` true), then the ADD part for the heir and the stats are dropped."""
+        with self._monitor():
+            self._remove_consumer(consumer_id)
+
+    def _remove_consumer(self, consumer_id: int) -> None:
         leaver = self.consumers[consumer_id]
         heir = next(c for c in self.consumers.values() if c is not leaver)
         moved = sorted(h for h, owner in self.owners.items() if owner == consumer_id)
