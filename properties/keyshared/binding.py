@@ -534,17 +534,24 @@ LOCKS_FINDING = "docs/findings/keyshared-tracker-lost-unblock.md"
 _LOCKS_SCRIPT = {"dispatcher": ("join 2", "block", "block", "leave 2", "block", "join 2", "block"),
                  "acker": ("ack 0", "ack 1")}
 _LOCKS_BATCH = {"dispatcher": ("join 2", "block", "leave 1", "block"), "acker": ("ack-up-to 1",)}
+# Three threads: consumers join and leave on their own connection thread, so every dispatcher-side operation takes
+# the dispatcher's monitor (upstream's synchronized addConsumer, removeConsumer and trySendMessagesToConsumers).
+_LOCKS_MEMBERSHIP = {"dispatcher": ("block", "block", "block"), "membership": ("join 2", "leave 2", "join 2"),
+                     "acker": ("ack 0", "ack 1")}
 LOCKS_EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
     name: {**LOCKS_DEFAULT_CONFIG, **script, "order": order}
     for name, order, script in (("locks", "current", _LOCKS_SCRIPT), ("locks-batch", "current", _LOCKS_BATCH),
                                 ("locks-fix", "locked-block", _LOCKS_SCRIPT),
                                 ("locks-fix-batch", "locked-block", _LOCKS_BATCH),
+                                ("locks-membership", "current", _LOCKS_MEMBERSHIP),
+                                ("locks-fix-membership", "locked-block", _LOCKS_MEMBERSHIP),
                                 ("locks-pre23854", "pre23854", _LOCKS_SCRIPT),
                                 ("locks-unserialized", "unserialized", _LOCKS_SCRIPT))
 }
 LOCKS_FINDINGS: dict[str, Mapping[str, str]] = {
     "locks": {"LK-6": LOCKS_FINDING},  # upstream's current order loses a wake-up
     "locks-batch": {"LK-6": LOCKS_FINDING},  # also when the drainer's last ack is a cumulative one
+    "locks-membership": {"LK-6": LOCKS_FINDING},  # and with the dispatcher's monitor and a membership thread
     "locks-pre23854": {"LK-4": LOCKS_FINDING},  # the twin: handler and stats inside the synchronized methods
     # the twin: callers without the PendingAcksMap lock
     "locks-unserialized": {name: LOCKS_FINDING for name in ("LK-1", "LK-2", "LK-3", "LK-5", "LK-6")},

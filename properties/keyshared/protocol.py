@@ -276,6 +276,10 @@ KEYSHARED_LOCKS = Vocabulary(
                       "part of registerDrainingHashes), 'leave 2' (it leaves: its map is closed, then the ADD part "
                       "for consumer 1), 'leave 1' (the drainer leaves: its acks released with closing) and 'block' "
                       "(shouldBlockStickyKeyHash for the owner)",
+        "membership": "with consumers joining and leaving on a thread of their own (a connection's): its script of "
+                      "'join 2', 'leave 2' and 'leave 1'; the dispatcher thread then only dispatches ('block'), and "
+                      "every dispatcher-side operation runs inside the dispatcher's monitor (empty: one dispatcher "
+                      "thread does both, the monitor never contended)",
         "acker": "consumer 1's connection thread's script: 'ack N' (PendingAcksMap.remove) and 'ack-up-to N' "
                  "(removeAllUpTo, a handler batch)",
         "unchecked": "invariants left out (a known finding that would end every Hypothesis run)",
@@ -309,13 +313,15 @@ KEYSHARED_LOCKS = Vocabulary(
         "locks.tracker[]": "a thread's name",
         "locks.map[1][]": "a thread's name",
         "locks.map[2][]": "a thread's name",
+        "locks.dispatcher": "with a membership thread: " + _HOLDERS,
+        "locks.dispatcher[]": "a thread's name",
         "unblocked": "the unblocking handler's calls in order (the hash, or -1 when a batch ends)",
         "unblocked[]": "a hash, or -1",
         "replay": "entry ids the closed maps handed to redelivery, in order",
         "replay[]": "an entry id",
         "blocks": "each finished dispatch's verdict (true: blocked), in order",
         "blocks[]": "a verdict",
-        "threads": "the dispatcher thread first, then the acker",
+        "threads": "the dispatcher thread first, then the acker, then the membership thread if there is one",
         "threads[]": "[name, next] one thread",
         "threads[].name": "the thread",
         "threads[].next": "its next operation, or done",
@@ -329,6 +335,9 @@ KEYSHARED_LOCKS = Vocabulary(
         "acker": ActionDoc("the acker thread runs to its next scheduling point",
                            "its script is not done and the lock its next operation takes is free to it",
                            {"step": _STEP}),
+        "membership": ActionDoc("the membership thread runs to its next scheduling point",
+                                "the configuration has one, its script is not done and the lock its next operation "
+                                "takes is free to it", {"step": _STEP}),
     },
     observation={},
 )

@@ -46,6 +46,15 @@ class _Careless(KeySharedLocksModel):
         return frozenset(), frozenset()
 
 
+def test_three_threads_are_explored_completely_with_and_without_reduction() -> None:
+    """The membership configuration: a dispatcher, an acker and a membership thread under the dispatcher's monitor."""
+    model, full = _full(LOCKS_EXPLORE_CONFIGS["locks-membership"])
+    reduced = PartialOrder(model)
+    result = explore(reduced, terminal_ok=reduced.terminal_ok, check_liveness=False)
+    assert len(full.states) == 2018 and len(result.states) < 1900
+    assert _verdicts(result) == _verdicts(full) == {("LK-6", 15)}
+
+
 def test_an_under_declared_independence_is_caught_by_the_audit() -> None:
     model = _Careless(LOCKS_EXPLORE_CONFIGS["locks"])
     states = explore(model, terminal_ok=model.terminal_ok, check_liveness=False).states

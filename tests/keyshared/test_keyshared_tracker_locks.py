@@ -54,7 +54,8 @@ def test_the_current_order_keeps_lk1_to_lk5_and_loses_only_a_wake_up(script: Map
 def test_the_state_counts_are_what_the_finding_reports() -> None:
     counts = {name: len(_explore(str(c["order"]), c).states) for name, c in LOCKS_EXPLORE_CONFIGS.items()}
     assert counts == {"locks": 235, "locks-batch": 100, "locks-fix": 240, "locks-fix-batch": 101,
-                      "locks-pre23854": 125, "locks-unserialized": 2004}
+                      "locks-membership": 2018, "locks-fix-membership": 2017, "locks-pre23854": 125,
+                      "locks-unserialized": 2004}
 
 
 def test_the_shortest_lost_wake_up_reads_the_entry_before_the_last_ack_removes_it() -> None:
@@ -96,6 +97,8 @@ def test_the_proposed_fix_blocking_under_the_lock_keeps_every_invariant(script: 
 
 
 @pytest.mark.parametrize("config", [{"order": "later"}, {"pending": 5}, {"dispatcher": ("move 3",)},
+                                    {"membership": ("join 2",), "dispatcher": ("join 2",)},
+                                    {"membership": ("block",)},
                                     {"dispatcher": ("leave 2",)}, {"dispatcher": ("join 2", "join 2")},
                                     {"acker": ("ack 2",)}, {"unchecked": ("LK-7",)}, {"scope": "tracker"}])
 def test_configuration_errors_are_reported(config: Mapping[str, Param]) -> None:
@@ -232,7 +235,17 @@ def test_the_binding_replays_the_lock_scope_on_the_reference() -> None:
     assert MECHANISM.scope(config) == "keyshared/locks" and not MECHANISM.model_only
     assert MECHANISM.for_config(config).make_reference is not None
     assert isinstance(make_reference(config, "pip379"), KeySharedLocksReference)
-    assert set(LOCKS_EXPLORE_CONFIGS) == {"locks", "locks-batch", "locks-fix", "locks-fix-batch", "locks-pre23854",
-                                          "locks-unserialized"}
+    assert set(LOCKS_EXPLORE_CONFIGS) == {"locks", "locks-batch", "locks-fix", "locks-fix-batch", "locks-membership",
+                                          "locks-fix-membership", "locks-pre23854", "locks-unserialized"}
     threads = KeySharedLocksReference(config, "pip379").vars()["threads"]
     assert isinstance(threads, list) and [t[0] for t in threads if isinstance(t, list)] == list(THREADS)
+
+
+def test_with_a_membership_thread_every_dispatcher_side_operation_takes_the_dispatchers_monitor() -> None:
+    """Three threads: a dispatch waits while a join holds the monitor, and the lost wake-up is still there."""
+    model = KeySharedLocksModel(LOCKS_EXPLORE_CONFIGS["locks-membership"])
+    assert tuple(model.threads) == ("dispatcher", "acker", "membership")
+    state = _run(model, [("membership", "addConsumer: dispatcher.lock")])
+    assert Action.of("dispatcher", step="trySendMessagesToConsumers: dispatcher.lock") not in model.enabled(state)
+    assert model.vars(state)["locks"] == {"tracker": [], "map[1]": [], "map[2]": [], "dispatcher": ["membership"]}
+    assert _names(_explore("current", LOCKS_EXPLORE_CONFIGS["locks-membership"])) == {"LK-6"}
