@@ -603,7 +603,7 @@ MECHANISM = Mechanism(
     reference_judges={
         "keyshared": ("KS-I1", "KS-I2", "KS-I4", "KS-I5a", "KS-I8", "KS-C1", "KS-C2", "KS-C3", "KS-C4",
                       "KS-J1", "KS-J2"),
-        "keyshared/tracker": ("KS-I1", "KS-I2", "KS-I3"),
+        "keyshared/tracker": ("KS-I1", "KS-I2", "KS-I3", "KS-C5"),
         "keyshared/locks": ("LK-1", "LK-2", "LK-3", "LK-4", "LK-5", "LK-6"),
     },
     beyond_model={
@@ -613,6 +613,8 @@ MECHANISM = Mechanism(
                           "those it joined with, plus what it flowed, less what it was delivered", ("reference",)),
         "KS-C3": Property("the current dispatcher (pip379) keeps none of its predecessors' gates: no recently-joined "
                           "map, last-sent position, sent set or stuck-on-replays flag", ("reference",)),
+        "KS-C5": Property("a consumer's pending-acks map is closed exactly when the harness closed it "
+                          "(forEachAndClose), never by a clear", ("reference",)),
         "KS-C4": Property("a rewind is pending exactly from the first consumer's joining while a read is in flight "
                           "until every read then in flight has completed", ("reference",)),
         "KS-I8": Property("the ring is canonical: each point selects its earliest-joined claimer, the others collide "

@@ -40,7 +40,7 @@ DISPATCHER: dict[str, Guard] = {
 }
 
 TRACKER: dict[str, Guard] = {
-    "consumers": Guard(unguarded="whether a consumer's pending-acks map is closed: no oracle yet"),
+    "consumers": Guard(("KS-C5",)),  # ids and names are the harness's; whether the map is closed
     "owners": Guard((HARNESS_INPUT,)),  # the harness's own selector
     "pending": Guard(("KS-I2",)),  # every insertion and removal goes through the handlers KS-I2 counts
     "draining": Guard(("KS-I2",)),

@@ -189,7 +189,8 @@ class KeySharedTrackerReference:
         }
 
     def violations(self) -> list[str]:
-        """KS-I1..I3 judged against the harness's record, with the owner map as the selector."""
+        """KS-I1..I3 judged against the harness's record, with the owner map as the selector, and KS-C5 (a
+        pending-acks map is closed exactly when the harness closed it)."""
         out: list[str] = []
         holders: dict[int, int] = {}
         for cid, held in self.held.items():
@@ -200,6 +201,8 @@ class KeySharedTrackerReference:
             out.append("KS-I2")
         if self.tracker.unblocked_while_batching and self.tracker.batch_level == 0:
             out.append("KS-I3")
+        if any(c.pending_acks.closed != (cid in self.gone) for cid, c in self.consumers.items()):
+            out.append("KS-C5")  # a map is closed exactly when the harness closed it (for_each_and_close)
         return out
 
     def _tracker_consistent(self) -> bool:
