@@ -50,14 +50,25 @@ TRACKER: dict[str, Guard] = {
     "events": Guard(unguarded="coverage events of the pending-acks map: no oracle of their own"),
 }
 
-_LOCK_SCOPE = "the lock scope's guards are its owner's to declare (properties/keyshared/locks.py)"
+LOCKS: dict[str, Guard] = {
+    "owner": Guard((HARNESS_INPUT,)),  # the scripts move the hash: the dispatcher thread alone changes it
+    "pending": Guard(("LK-1", "LK-2")),  # a pending ack counted wrongly drives a ref count below 0 or removes early
+    "closed": Guard(unguarded="a map closed at the wrong moment: no oracle, only the acks it then refuses"),
+    "draining": Guard(("LK-1", "LK-2", "LK-3", "LK-6")),  # the ledger sees every entry each step changed
+    "batch_level": Guard(("LK-6",)),  # an unblock deferred to a batch is owed by whoever ends it
+    "unblocked_while_batching": Guard(("LK-6",)),
+    "stats": Guard(unguarded="the stats' content: LK-4 judges only where they are updated"),
+    "locks": Guard(("LK-4",)),  # the tracker's holder at a handler or stats step; a map's only by what it forbids
+    "unblocked": Guard(("LK-6",)),  # every removal of a blocking entry owes a call, through batches
+    "replay": Guard(unguarded="what a closing map handed to redelivery: no oracle yet"),
+    "blocks": Guard(("LK-6",)),  # a block counted on an entry already removed without a call
+    "threads": Guard(unguarded="a thread's next operation: a difference is the code's structure differing from the "
+                               "model's, reported as a disagreement naming the thread and both operations"),
+    "broken": Guard(("LK-1", "LK-2", "LK-3", "LK-4", "LK-5", "LK-6")),  # the reference's own verdicts
+}
 
 GUARDS: dict[str, dict[str, Guard]] = {
     "keyshared": DISPATCHER,
     "keyshared/tracker": TRACKER,
-    "keyshared/locks": {
-        name: Guard(unguarded=_LOCK_SCOPE)
-        for name in ("owner", "pending", "closed", "draining", "batch_level", "unblocked_while_batching", "stats",
-                     "locks", "unblocked", "replay", "blocks", "threads", "broken")
-    },
+    "keyshared/locks": LOCKS,
 }
