@@ -43,6 +43,7 @@ A configuration may leave invariants ``unchecked`` (Hypothesis ends a run at its
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -527,14 +528,24 @@ class KeySharedLocksModel:
             for script, own in zip(self.scripts, owners, strict=True))
         self.action_names: Sequence[str] = ACTION_NAMES
         self.threads: Sequence[str] = WITH_MEMBERSHIP if membership else THREADS
-        self._steps, self._futures = (
-            tuple(tuple(tuple(_reach(programs, op, pc, step) for pc in range(len(program)))
-                        for op, program in enumerate(programs)) for programs in self.programs)
-            for step in (True, False))
         self.invariants: Sequence[Invariant[LocksState]] = tuple(
             Invariant(name, _unbroken(name), text) for name, text in INVARIANTS if name not in unchecked)
         self.liveness: Sequence[Liveness[LocksState]] = ()
         self._initial = self._prime()
+
+    @functools.cached_property
+    def _steps(self) -> tuple[tuple[tuple[Footprint, ...], ...], ...]:
+        """Per thread, operation and pc, what that step touches (computed on first use: only reductions ask)."""
+        return self._footprints(step=True)
+
+    @functools.cached_property
+    def _futures(self) -> tuple[tuple[tuple[Footprint, ...], ...], ...]:
+        """Per thread, operation and pc, what the rest of the thread's program may touch."""
+        return self._footprints(step=False)
+
+    def _footprints(self, step: bool) -> tuple[tuple[tuple[Footprint, ...], ...], ...]:
+        return tuple(tuple(tuple(_reach(programs, op, pc, step) for pc in range(len(program)))
+                           for op, program in enumerate(programs)) for programs in self.programs)
 
     def _names(self, threads: list[int]) -> list[Json]:
         return [self.threads[i] for i in threads]

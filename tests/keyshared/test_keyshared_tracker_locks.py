@@ -223,8 +223,11 @@ def test_a_walk_on_the_reference_stops_at_the_first_invariant_it_breaks() -> Non
     config = {**LOCKS_EXPLORE_CONFIGS["locks"], "unchecked": ("LK-6",)}
     (finding,) = explore(KeySharedLocksModel(LOCKS_EXPLORE_CONFIGS["locks"]), check_liveness=False,
                          terminal_ok=KeySharedLocksModel(config).terminal_ok).findings
-    found, steps = run_walk(KeySharedLocksModel(config), KeySharedLocksReference(config, "pip379"), finding.path)
+    reference = KeySharedLocksReference(LOCKS_EXPLORE_CONFIGS["locks"], "pip379")  # it judges all six
+    found, steps = run_walk(KeySharedLocksModel(config), reference, finding.path)
     assert found is not None and found.target == "LK-6" and steps == len(finding.path) == 13
+    quiet = KeySharedLocksReference(config, "pip379")  # a configuration's unchecked invariants: on neither side
+    assert run_walk(KeySharedLocksModel(config), quiet, finding.path)[0] is None
 
 
 def test_a_label_the_reference_is_not_at_is_a_named_disagreement() -> None:
