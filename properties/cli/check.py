@@ -76,7 +76,7 @@ def run_explorer(
     mechanism: Mechanism, variant: str, config_name: str, max_states: int | None, *, symmetry: bool = False,
     workers: int = 1, por: bool = False, preemption_bound: int | None = None,
 ) -> Exploration[Any]:
-    model: Model[Any] = _model(mechanism, mechanism.explore_configs[config_name], variant)
+    model: Model[Any] = _model(mechanism, mechanism.every_explore_config[config_name], variant)
     try:
         if por:
             model = PartialOrder(model)
@@ -273,7 +273,7 @@ def _known_findings(
     row: dict[str, object] = {"failures": list(found)}
     if found:
         first = next(iter(found.values()))
-        model = _model(mechanism, mechanism.explore_configs[config_name], variant)
+        model = _model(mechanism, mechanism.every_explore_config[config_name], variant)
         path = _save_finding(Path(args.out), mechanism, model, first.path, f"explorer[{config_name}]", None, first)
         detail += f"; trace of {first.name}: {path}"
         row.update(target=first.name, steps=len(first.path), trace=str(path))
@@ -332,7 +332,7 @@ def run_conformance(
     """Every transition of the explorer's configuration `config_name`, replayed on the reference."""
     make_reference = mechanism.make_reference
     assert make_reference is not None
-    config = mechanism.explore_configs[config_name]
+    config = mechanism.every_explore_config[config_name]
     model = _model(mechanism, config, variant)
     label = f"{mechanism.name}/{variant}/{config_name}"
     _progress(f"  conformance {label}: every transition on the reference"
@@ -469,11 +469,11 @@ def cmd_explore(args: argparse.Namespace) -> int:
     variant = args.variant or mechanism.current
     if args.config is None:  # an empty name is a name, and refused below like any unknown one
         args.config = next(iter(mechanism.explore_configs))
-    if args.config not in mechanism.explore_configs:
-        raise UsageError(f"unknown config {args.config!r} (known: {', '.join(mechanism.explore_configs)})")
+    if args.config not in mechanism.every_explore_config:
+        raise UsageError(f"unknown config {args.config!r} (known: {', '.join(mechanism.every_explore_config)})")
     result = run_explorer(mechanism, variant, args.config, args.max_states, symmetry=args.symmetry,
                           workers=args.workers, por=args.por, preemption_bound=args.preemption_bound)
-    model = _model(mechanism, mechanism.explore_configs[args.config], variant)
+    model = _model(mechanism, mechanism.every_explore_config[args.config], variant)
     reduced = ""
     if args.symmetry:
         reduced = " (one per orbit of the model's symmetry)" if result.symmetry else " (no symmetry here)"

@@ -141,6 +141,9 @@ class Mechanism:
     beyond_model: Mapping[str, Property] = field(default_factory=dict)
     """The named properties no model of the mechanism states, with their statements: with the models' invariants,
     the mechanism's whole catalogue (`brokerspec invariants`, and `docs/spec/<mechanism>.md`)."""
+    nightly_configs: Mapping[str, Mapping[str, Param]] = field(default_factory=dict)
+    """Explore configurations too large for the default gate: not in the default check; `explore --config` reaches
+    them by name as it reaches `explore_configs`."""
     guards: Mapping[str, Mapping[str, Guard]] = field(default_factory=dict)
     """By scope the reference replays, every variable conformance compares (the keys of the model's `vars`) with
     its `Guard`: a divergence is a bug, and the guard is what names it, so that no bug ends as a bare divergence."""
@@ -148,6 +151,11 @@ class Mechanism:
     @property
     def variants(self) -> tuple[str, ...]:
         return (self.current, *self.twins)
+
+    @property
+    def every_explore_config(self) -> Mapping[str, Mapping[str, Param]]:
+        """The default gate's explore configurations, then the nightly ones: every name `explore` knows."""
+        return {**self.explore_configs, **self.nightly_configs}
 
     def scope(self, config: Mapping[str, Param]) -> str:
         """The vocabulary scope of `config` (a model's configuration): the mechanism's name unless it has scopes."""
