@@ -77,7 +77,9 @@ class SemaphoreLocksReference:
         self.sem.available_permits.value = model.max_permits - sum(model.held)  # the held permits were granted
         self.seeds = [self.sem.new_permit(h) for h in model.held]
         self.futures: dict[str, CompletableFuture[SemaphorePermit]] = {}  # each operation's, once it returned
-        self.names: dict[int, str] = {}  # id(PendingRequest) -> the operation that queued it
+        # id(PendingRequest) -> the request and the operation that queued it; holding the request keeps its id from
+        # being reused by a later one (which would inherit a stale name, depending on when the collector ran)
+        self.names: dict[int, tuple[object, str]] = {}
         self.running: dict[str, int] = {}
         for thread, script in zip(callers, model.scripts, strict=True):
             for index, op in enumerate(script):
@@ -127,7 +129,7 @@ class SemaphoreLocksReference:
     def vars(self) -> dict[str, Json]:
         return {
             "available": self.sem.available_permits.value,
-            "queue": [self.names[id(r)] for r in self.sem.queue.items],
+            "queue": [self.names[id(r)][1] for r in self.sem.queue.items],
             "requests": [[name, _state(f)] for name, f in sorted(self.futures.items())],
             "permits": [[name, value] for name, value in self._held()],
             "timers": [*self.world.pending_timers()],
@@ -150,7 +152,7 @@ class SemaphoreLocksReference:
     def _name_new_requests(self, thread: str) -> None:
         for request in self.sem.queue.items:
             if id(request) not in self.names:
-                self.names[id(request)] = f"{thread}.{self.running[thread]}"
+                self.names[id(request)] = (request, f"{thread}.{self.running[thread]}")
 
     def _held(self) -> list[tuple[str, int]]:
         """What the callers hold: the permits handed out at the start, then each granted future's permit."""
