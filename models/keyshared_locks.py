@@ -1,4 +1,4 @@
-"""Key_Shared's DrainingHashesTracker at upstream's lock granularity: two threads, every interleaving.
+"""Key_Shared's DrainingHashesTracker at upstream's lock granularity: two to four threads, every interleaving.
 
 `models/keyshared_tracker.py` makes each tracker method atomic. Upstream does not: a method is a few steps
 separated by the tracker's read/write lock, the PendingAcksMap locks and the entry's atomics, and the
@@ -12,7 +12,11 @@ Each thread runs a script of operations, each compiled (`program`) into instruct
 label is a scheduling point: a step runs the thread's next labelled instruction and then every unlabelled
 one after it, up to its next label (across operations), so the label a thread shows between steps is the
 Java operation it is about to perform (``"reduceRefCount: tracker.writeLock.lock"``), exactly the label the
-reference's thread shows. Consumer 1 starts with `pending` pending acks of one hash (`HASH`) and owns it.
+reference's thread shows. By default consumer 1 starts with `pending` pending acks of one hash (`HASH`) and owns
+it, and consumer 2 joins and leaves; a wider configuration (`hashes`, `present`, `pending2`, `acker2`) has two
+hashes, each given to its most preferred connected consumer (`Layout.owner`: the consistent-hash ring reduced
+to a preference per hash), consumers 1 and 2 each owning one and holding pending acks of it, and a third
+consumer that joins and leaves. Below, for the default scope:
 
 - The **dispatcher** thread (under the dispatcher's monitor, never contended here) runs ``join 2``
   (consumer 2 joins and takes the hash: the REMOVE part of ``registerDrainingHashes`` walks consumer 1's map
@@ -24,6 +28,9 @@ reference's thread shows. Consumer 1 starts with `pending` pending acks of one h
 - The **acker** thread (consumer 1's connection) runs ``ack N`` (``PendingAcksMap.remove``: the write lock,
   then ``reduceRefCount`` inside it) and ``ack-up-to N`` (``removeAllUpTo``: the read lock to look, then the
   write lock and a handler batch).
+- Wider: ``join C`` takes every hash that prefers C from its owner (one REMOVE part, one ``forEach``, per
+  loser), ``leave C`` hands each of C's hashes to the next in line (one ADD part per heir), ``block H``
+  dispatches hash H, and **acker2** acks consumer 2's pending acks as the acker does consumer 1's.
 
 `order` selects the tracker's code: ``current``; ``locked-block`` (the fix the finding proposes:
 ``shouldBlockStickyKeyHash`` counts the block under the write lock, only while the entry is still mapped);
@@ -54,9 +61,12 @@ VARIANTS = ("pip379", "classic", "pip282")
 THREADS = ("dispatcher", "acker")
 WITH_MEMBERSHIP = (*THREADS, "membership")
 """The threads when consumers join and leave on a thread of their own (a connection's), under the monitor."""
-ACTION_NAMES = WITH_MEMBERSHIP
+ACTION_NAMES = (*WITH_MEMBERSHIP, "acker2")
+"""Every thread a configuration may have: `acker2` is consumer 2's connection, when it holds pending acks."""
 HASH = 1
-"""The one sticky hash of the scope (0 means "not set" upstream)."""
+"""The first sticky hash of the scope (0 means "not set" upstream); a wider configuration has hashes 1 and 2."""
+SECOND = 10
+"""Consumer 2's pending acks at the start are entries SECOND, SECOND + 1, ... (consumer 1's are 0, 1, ...)."""
 DISPATCHER_OPS = ("join 2", "leave 2", "leave 1", "block")
 INVARIANTS = (
     ("LK-1", "no ref count is ever negative"),
@@ -72,11 +82,15 @@ DONE = "done"
 DEFAULT_CONFIG: dict[str, Param] = {
     "scope": "locks",
     "order": "current",
-    "pending": 2,  # consumer 1's pending acks of the hash at the start: entries 0 .. pending-1
+    "pending": 2,  # consumer 1's pending acks at the start: entries 0 .. pending-1 of hash 1, or one hash per entry
     "dispatcher": ("join 2", "block", "leave 2", "block"),
     "acker": ("ack 0", "ack 1"),
     "membership": (),  # joins and leaves on a thread of their own (then the dispatcher thread only dispatches)
     "unchecked": (),  # invariants left out (see the module doc)
+    "hashes": ((2, 1),),  # per hash, the consumers the selector prefers for it, most preferred first
+    "present": (1,),  # the consumers connected at the start
+    "pending2": (),  # consumer 2's pending acks at the start, one hash per entry (entries SECOND, SECOND + 1, ...)
+    "acker2": (),  # consumer 2's connection thread's script, like the acker's
 }
 
 # An entry's removal, as far as a blocked dispatch cares: not yet decided, decided to call the unblocking
@@ -93,6 +107,7 @@ class Entry(NamedTuple):
     ref_count: int
     blocked: int
     removal: int  # UNDECIDED, UNBLOCKS, SILENT or EXEMPT
+    hash: int  # the sticky hash it drains
 
 
 class Registers(NamedTuple):
@@ -115,19 +130,21 @@ class Thread(NamedTuple):
 
 
 class LocksState(NamedTuple):
-    owner: int
-    incarnations: tuple[int, int]
-    pending: tuple[tuple[int, ...], tuple[int, ...]]  # each consumer's pending acks (entry ids) of the hash
-    closed: tuple[bool, bool]
-    slot: int  # the entry the tracker's map holds for the hash, -1 if none
+    """Per hash its owner and tracker slot, per consumer its object, map and stats; the locks; the ghosts."""
+
+    owners: tuple[int, ...]  # each hash's owner
+    incarnations: tuple[int, ...]  # each consumer's object (bumped by a join)
+    pending: tuple[tuple[int, ...], ...]  # each consumer's pending acks (entry ids)
+    closed: tuple[bool, ...]
+    slots: tuple[int, ...]  # for each hash, the entry the tracker's map holds, -1 if none
     entries: tuple[Entry, ...]
     batch_level: int
     unblocked_while_batching: bool
-    stats: tuple[tuple[int, ...] | None, tuple[int, ...] | None]  # each consumer's stats hashes, None if absent
+    stats: tuple[tuple[int, ...] | None, ...]  # each consumer's stats hashes, None if absent
     tracker_lock: int  # the thread holding the tracker's write lock (the monitor before #23854), -1 if free
     dispatcher_lock: int  # the thread holding the dispatcher's monitor (with a membership thread), -1 if free
-    map_writer: tuple[int, int]
-    map_readers: tuple[tuple[int, ...], tuple[int, ...]]
+    map_writer: tuple[int, ...]
+    map_readers: tuple[tuple[int, ...], ...]
     unblocked: tuple[int, ...]  # the unblocking handler's calls, in order (the hash, or -1 after a batch)
     replay: tuple[int, ...]  # entry ids the closed consumers' maps handed to redelivery
     blocks: tuple[bool, ...]  # each finished dispatch's verdict: blocked or not
@@ -137,27 +154,31 @@ class LocksState(NamedTuple):
 
 
 class Instruction(NamedTuple):
-    """One instruction: a labelled one is a scheduling point; `arg` is a consumer, a target or a value."""
+    """One instruction: a labelled one is a scheduling point; `arg` is a consumer, an entry id or a value."""
 
     label: str | None
     code: str
     arg: int = 0
     target: int = -1  # where a conditional instruction jumps
+    hash: int = 0  # the sticky hash it works on; 0: the hash of the pending ack the thread's loop is at
+    consumer: int = 0  # an acker's consumer, where `arg` is an entry id
 
 
 class _Assembler:
     """Builds one operation's instructions from upstream's methods, in the order the source runs them."""
 
-    def __init__(self, order: str) -> None:
+    def __init__(self, order: str, drainers: tuple[int, ...]) -> None:
         self.order = order
+        self.drainers = drainers
+        """The consumers that may drain a hash (those holding pending acks at the start)."""
         self.code: list[Instruction] = []
         self.pre = order == "pre23854"
         self.serialized = order != "unserialized"
         self.catching: list[int] | None = None
         """Inside a handler batch: the instructions that may throw, whose `finally` ends the batch."""
 
-    def emit(self, label: str | None, code: str, arg: int = 0) -> int:
-        self.code.append(Instruction(label, code, arg))
+    def emit(self, label: str | None, code: str, arg: int = 0, *, hash: int = 0, consumer: int = 0) -> int:
+        self.code.append(Instruction(label, code, arg, -1, hash, consumer))
         return len(self.code) - 1
 
     def jump_to_here(self, *sources: int) -> None:
@@ -179,20 +200,21 @@ class _Assembler:
             self.emit(None, "map write off" if write else "map read off", consumer)
 
     # -- DrainingHashesTracker ------------------------------------------------------------------------------
-    def reduce_ref_count(self, consumer: int) -> None:
-        """reduceRefCount(consumer, HASH, closing), `closing` in the register the caller set."""
+    def reduce_ref_count(self, consumer: int, h: int) -> None:
+        """reduceRefCount(consumer, h, closing), `closing` in the register the caller set (`h` 0: the hash of the
+        pending ack the caller's loop is at)."""
         m = "reduceRefCount"
         if self.pre:
             self.emit(self.tracker_label(m, True), "monitor", 0)
-            none = self.emit(None, "get or return")
+            none = self.emit(None, "get or return", hash=h)
             zero = self.emit(None, "decrement or return")
         else:
-            self.emit(self.tracker_label(m, False), "read entry")
+            self.emit(self.tracker_label(m, False), "read entry", hash=h)
             none = self.emit(None, "return if none")
             self.emit(f"{m}: entry.refCount.decrementAndGet", "decrement")
             zero = self.emit(None, "return unless zero")
             self.emit(self.tracker_label(m, True), "tracker write")
-        throws = self.emit(None, "remove by key", consumer)
+        throws = self.emit(None, "remove by key", consumer, hash=h)
         if self.catching is not None:
             self.catching.append(throws)
         if self.pre:
@@ -202,65 +224,74 @@ class _Assembler:
             self.emit(f"{m}: entry.blockedCount.get", "read blocking")
             self.jump_to_here(closing)
             self.emit(None, "tracker write off")
-        self.stats(m, consumer, "clear")
-        self.notify(m, HASH)
+        self.stats(m, consumer, "clear", h)
+        self.notify(m, h)
         if self.pre:
             self.emit(None, "tracker write off")
         self.jump_to_here(none, zero)
         self.emit(None, "end call")
 
-    def add_entry(self, consumer: int) -> None:
+    def add_entry(self, consumer: int, h: int) -> None:
         m = "addEntry"
         self.emit(self.tracker_label(m, True), "monitor" if self.pre else "tracker write")
-        self.emit(None, "get or create", consumer)
+        self.emit(None, "get or create", consumer, hash=h)
         if self.pre:
-            self.stats(m, consumer, "add")
+            self.stats(m, consumer, "add", h)
             self.emit(None, "increment")
             self.emit(None, "tracker write off")
         else:
             self.emit(None, "tracker write off")
             self.emit(f"{m}: entry.refCount.incrementAndGet", "increment")
-            self.stats(m, consumer, "add")
+            self.stats(m, consumer, "add", h)
         self.emit(None, "end call")
 
-    def stats(self, method: str, consumer: int, kind: str) -> None:
+    def stats(self, method: str, consumer: int, kind: str, h: int) -> None:
         """A stats update under the consumer's stats lock, if the stats are there (`add`: if the entry is new)."""
         skip = self.emit(None, "skip unless added" if kind == "add" else "skip unless stats", consumer)
-        self.emit(f"{method}: stats[{consumer}].writeLock.lock", f"stats {kind}", consumer)
+        self.emit(f"{method}: stats[{consumer}].writeLock.lock", f"stats {kind}", consumer, hash=h)
         self.jump_to_here(skip)
 
-    def notify(self, method: str, value: int) -> None:
+    def notify(self, method: str, h: int) -> None:
+        """The unblocking handler's call with the hash `h` (0: the loop's), or -1 (a batch's end)."""
         skip = self.emit(None, "skip unless notify")
-        self.emit(f"{method}: stickyKeyHashUnblocked", "notify", value)
+        self.emit(f"{method}: stickyKeyHashUnblocked", "notify", -1 if h == -1 else 0, hash=max(h, 0))
         self.jump_to_here(skip)
 
-    def should_block(self) -> None:
-        """The dispatch's shouldBlockStickyKeyHash(owner, HASH). Its lazy removal clears the drainer's stats: only
-        consumer 1 ever drains here."""
+    def should_block(self, h: int) -> None:
+        """The dispatch's shouldBlockStickyKeyHash(owner, h). Its lazy removal clears the drainer's stats: the
+        drainer is the owner, one of the consumers that hold pending acks (a branch each, their locks' labels
+        differ)."""
         m = "shouldBlockStickyKeyHash"
         if self.pre:
             self.emit(self.tracker_label(m, False), "monitor", 0)
-            none = self.emit(None, "get or return")
+            none = self.emit(None, "get or return", hash=h)
         else:
-            self.emit(self.tracker_label(m, False), "read entry")
+            self.emit(self.tracker_label(m, False), "read entry", hash=h)
             none = self.emit(None, "return if none")
-        other = self.emit(None, "skip unless owner drains")
+        other = self.emit(None, "skip unless owner drains", hash=h)
         if not self.pre:
             self.emit(self.tracker_label(m, True), "tracker write")
-        self.emit(None, "remove if same")
+        self.emit(None, "remove if same", hash=h)
         if not self.pre:
             self.emit(None, "tracker write off")
-        self.stats(m, 1, "clear")
+        cleared = []
+        for c in self.drainers:
+            skip = self.emit(None, "skip unless owner is", c, hash=h) if len(self.drainers) > 1 else -1
+            self.stats(m, c, "clear", h)
+            cleared.append(self.emit(None, "jump"))
+            if skip >= 0:
+                self.jump_to_here(skip)
+        self.jump_to_here(*cleared)
         done = self.emit(None, "jump")
         self.jump_to_here(other)
         if self.order == "locked-block":
             self.emit(self.tracker_label(m, True), "tracker write")
-            gone = self.emit(None, "return unless still mapped")
-            self.emit(f"{m}: entry.blockedCount.incrementAndGet", "block")
+            gone = self.emit(None, "return unless still mapped", hash=h)
+            self.emit(f"{m}: entry.blockedCount.incrementAndGet", "block", hash=h)
             self.emit(None, "tracker write off")
             self.jump_to_here(gone)
         else:
-            self.emit(None if self.pre else f"{m}: entry.blockedCount.incrementAndGet", "block")
+            self.emit(None if self.pre else f"{m}: entry.blockedCount.incrementAndGet", "block", hash=h)
         self.jump_to_here(done)
         if self.pre:
             self.emit(None, "tracker write off")
@@ -285,34 +316,37 @@ class _Assembler:
         self.emit(None, "rethrow")
 
     # -- PendingAcksMap and the dispatcher ------------------------------------------------------------------
-    def for_each(self, consumer: int, body: Callable[[], None]) -> None:
-        """forEach over the consumer's pending acks (one hash): `body` per ack, under the map's read lock."""
+    def for_each(self, consumer: int, hashes: tuple[int, ...], body: Callable[[], None]) -> None:
+        """forEach over the consumer's pending acks: `body` for each ack of one of `hashes` (the updated ranges),
+        under the map's read lock."""
         self.map_lock("forEach", consumer, write=False)
         empty = self.emit(None, "for init", consumer)
         start = len(self.code)
+        other = self.emit(None, "skip unless hash in", _mask(hashes))
         body()
+        self.jump_to_here(other)
         self.code.append(Instruction(None, "for next", consumer, start))
         self.jump_to_here(empty)
         self.map_unlock(consumer, write=False)
 
-    def register_adding(self, consumer: int) -> None:
-        """registerDrainingHashes' ADD part for `consumer`, which gained the hash."""
+    def register_adding(self, consumer: int, hashes: tuple[int, ...]) -> None:
+        """registerDrainingHashes' ADD part for `consumer`, which gained `hashes`."""
 
         def body() -> None:
             self.emit(self.tracker_label("getEntry", False), "read entry")
             skip = self.emit(None, "skip unless drainer", consumer)
             self.emit(None, "closing", 0)
-            self.reduce_ref_count(consumer)
+            self.reduce_ref_count(consumer, 0)
             self.jump_to_here(skip)
 
-        self.for_each(consumer, body)
+        self.for_each(consumer, hashes, body)
 
-    def remove_consumer(self, consumer: int, owns: bool) -> None:
-        """removeConsumer: the leaver's hash (if it `owns` it) goes to the other, the leaver's map is closed in a
-        batch (`closing` true), then the ADD part for the heir, and the leaver's stats are dropped."""
-        heir = 3 - consumer
-        if owns:
-            self.emit(None, "switch owner", heir)
+    def remove_consumer(self, consumer: int, heirs: tuple[tuple[int, int], ...]) -> None:
+        """removeConsumer: the selector gives the leaver's hashes to their heirs (`heirs`: (hash, heir) pairs), the
+        leaver's map is closed in a batch (`closing` true), then the ADD part for each heir, and the leaver's stats
+        are dropped."""
+        for h, heir in heirs:
+            self.emit(None, "switch owner", heir, hash=h)
         self.map_lock("forEachAndClose", consumer, write=True)
         self.emit(None, "close", consumer)
         self.start_batch()
@@ -320,69 +354,79 @@ class _Assembler:
         start = len(self.code)
         self.emit(None, "to replay", consumer)
         self.emit(None, "closing", 1)
-        self.reduce_ref_count(consumer)
+        self.reduce_ref_count(consumer, 0)
         self.code.append(Instruction(None, "for next", consumer, start))
         self.jump_to_here(empty)
         self.end_batch()
         self.emit(None, "clear", consumer)
         self.map_unlock(consumer, write=True)
-        if owns:
-            self.register_adding(heir)
+        for heir in sorted({heir for _, heir in heirs}):
+            self.register_adding(heir, tuple(h for h, c in heirs if c == heir))
         self.emit(None, "consumer removed", consumer)
 
-    def join(self) -> None:
-        """Consumer 2 joins (a new object) and takes the hash: registerDrainingHashes' REMOVE part for consumer 1."""
-        self.emit(None, "join", 2)
-        self.for_each(1, lambda: self.add_entry(1))
+    def join(self, consumer: int, losers: tuple[tuple[int, int], ...]) -> None:
+        """The consumer joins (a new object) and takes hashes from their owners (`losers`: (hash, loser) pairs):
+        registerDrainingHashes' REMOVE part for each loser."""
+        self.emit(None, "join", consumer)
+        for h, _ in losers:
+            self.emit(None, "switch owner", consumer, hash=h)
+        for loser in sorted({loser for _, loser in losers}):
+            self.for_each(loser, tuple(h for h, c in losers if c == loser), functools.partial(self.add_entry, loser, 0))
 
-    def ack(self, entry_id: int) -> None:
-        """PendingAcksMap.remove(l, e) on consumer 1's connection: the handler runs inside the write lock."""
-        self.emit(None, "client acks", entry_id)
-        self.map_lock("remove", 1, write=True)
-        absent = self.emit(None, "pop or skip", entry_id)
-        self.reduce_ref_count(1)
+    def ack(self, consumer: int, entry_id: int, h: int) -> None:
+        """PendingAcksMap.remove(l, e) on the consumer's connection: the handler runs inside the write lock."""
+        self.emit(None, "client acks", entry_id, consumer=consumer)
+        self.map_lock("remove", consumer, write=True)
+        absent = self.emit(None, "pop or skip", entry_id, consumer=consumer)
+        self.reduce_ref_count(consumer, h)
         self.jump_to_here(absent)
-        self.map_unlock(1, write=True)
+        self.map_unlock(consumer, write=True)
 
-    def ack_up_to(self, entry_id: int) -> None:
+    def ack_up_to(self, consumer: int, entry_id: int) -> None:
         """removeAllUpTo: look under the read lock, then remove under the write lock in a handler batch."""
-        self.emit(None, "client acks up to", entry_id)
+        self.emit(None, "client acks up to", entry_id, consumer=consumer)
         if self.serialized:
-            self.map_lock("removeAllUpTo", 1, write=False)
-            nothing = self.emit(None, "look", entry_id)
-            self.map_unlock(1, write=False)
-        self.map_lock("removeAllUpTo", 1, write=True)
-        empty = self.emit(None, "doomed", entry_id)
+            self.map_lock("removeAllUpTo", consumer, write=False)
+            nothing = self.emit(None, "look", entry_id, consumer=consumer)
+            self.map_unlock(consumer, write=False)
+        self.map_lock("removeAllUpTo", consumer, write=True)
+        empty = self.emit(None, "doomed", entry_id, consumer=consumer)
         self.start_batch()
         start = len(self.code)
-        gone = self.emit(None, "skip if gone")  # unserialized: a concurrent close may have taken it already
-        self.emit(None, "closing", 2)  # the map's closed flag
-        self.reduce_ref_count(1)
+        gone = self.emit(None, "skip if gone", consumer=consumer)  # unserialized: a concurrent close took it
+        self.emit(None, "closing", 2, consumer=consumer)  # the map's closed flag
+        self.reduce_ref_count(consumer, 0)
         self.jump_to_here(gone)
-        self.code.append(Instruction(None, "drop next", 1, start))
+        self.code.append(Instruction(None, "drop next", consumer, start, 0, consumer))
         self.end_batch()
         self.jump_to_here(empty)
-        self.map_unlock(1, write=True)
+        self.map_unlock(consumer, write=True)
         if self.serialized:
             self.jump_to_here(nothing)
         self.emit(None, "end op")
 
 
+def _mask(hashes: tuple[int, ...]) -> int:
+    return sum(1 << h for h in hashes)
+
+
 def _access(ins: Instruction) -> tuple[frozenset[str], frozenset[str]]:
     """What one instruction reads and writes, by shared object: `tracker` (its lock, its entry map, the batch
-    state), `entry` (every entry's counters), `map1`/`map2` (a PendingAcksMap: its lock, acks and closed flag),
-    `stats1`/`stats2`, `owner`, `incarnation`, `acked` (the client's acks), `unblocked` (the handler's calls);
+    state), `entry` (every entry's counters), `map<c>` (consumer c's PendingAcksMap: its lock, acks and closed
+    flag), `stats<c>`, `owner`, `incarnation`, `acked` (the client's acks), `unblocked` (the handler's calls);
     the dispatcher's own `replay` and `blocks` too. The flags a step raises are computed from what it reads."""
-    code, c = ins.code, f"{ins.arg}"
-    maps = frozenset(("map1", "map2"))
+    code, c, who = ins.code, f"{ins.arg}", f"{ins.consumer}"
+    maps = ("maps",)
     reads: dict[str, tuple[str, ...]] = {
         "map read": (f"map{c}",), "map read off": (f"map{c}",), "read entry": ("tracker",),
-        "closing": ("map1",), "read blocking": ("entry",), "skip unless stats": (f"stats{c}",),
+        "closing": (f"map{who}",) if ins.arg == 2 else (), "read blocking": ("entry",),
+        "skip unless stats": (f"stats{c}",),
         "stats add": ("tracker",), "stats clear": ("tracker",), "notify": ("tracker",),
         "get or create": ("incarnation",), "skip unless owner drains": ("entry", "incarnation", "owner"),
+        "skip unless owner is": ("owner",),
         "return unless still mapped": ("tracker",), "block": ("tracker",), "for init": (f"map{c}",),
-        "skip unless drainer": ("entry", "incarnation"), "look": ("map1",), "doomed": ("map1",),
-        "skip if gone": ("map1",), "remove by key": ("owner", "incarnation", "acked", *maps),
+        "skip unless drainer": ("entry", "incarnation"), "look": (f"map{who}",), "doomed": (f"map{who}",),
+        "skip if gone": (f"map{who}",), "remove by key": ("owner", "incarnation", "acked", *maps),
     }
     writes: dict[str, tuple[str, ...]] = {
         "map write": (f"map{c}",), "map write off": (f"map{c}",), "tracker write": ("tracker",),
@@ -392,13 +436,18 @@ def _access(ins: Instruction) -> tuple[frozenset[str], frozenset[str]]:
         "notify": ("unblocked",), "get or create": ("tracker", "entry", f"stats{c}"), "increment": ("entry",),
         "remove if same": ("tracker", "entry"), "return unless still mapped": ("tracker",), "block": ("entry",),
         "end dispatch": ("blocks",), "start batch": ("tracker",), "end batch": ("tracker",),
-        "switch owner": ("owner",), "join": ("owner", "incarnation", "map2"), "close": (f"map{c}",),
+        "switch owner": ("owner",), "join": ("incarnation", f"map{c}"), "close": (f"map{c}",),
         "to replay": ("replay",), "clear": (f"map{c}",), "consumer removed": (f"stats{c}",),
-        "pop or skip": ("map1",), "drop next": ("map1",), "client acks": ("acked",), "client acks up to": ("acked",),
-        "rethrow": ("tracker", "dispatcher", *maps), "dispatcher lock": ("dispatcher",),
-        "dispatcher unlock": ("dispatcher",),
+        "pop or skip": (f"map{who}",), "drop next": (f"map{who}",), "client acks": ("acked",),
+        "client acks up to": ("acked",), "rethrow": ("tracker", "dispatcher", *maps),
+        "dispatcher lock": ("dispatcher",), "dispatcher unlock": ("dispatcher",),
     }
-    return frozenset(reads.get(code, ())), frozenset(writes.get(code, ()))
+    return _expand(reads.get(code, ())), _expand(writes.get(code, ()))
+
+
+def _expand(names: tuple[str, ...]) -> frozenset[str]:
+    """`maps` stands for every consumer's map (a removal's LK-2 reads them all; an exception releases them)."""
+    return frozenset(n for name in names for n in ((f"map{c}" for c in range(1, 4)) if name == "maps" else (name,)))
 
 
 def _successors(programs: tuple[tuple[Instruction, ...], ...], op: int, pc: int) -> list[tuple[int, int]]:
@@ -433,74 +482,157 @@ def _reach(programs: tuple[tuple[Instruction, ...], ...], op: int, pc: int, step
 Footprint = tuple[frozenset[str], frozenset[str]]
 
 
-SYNCHRONIZED = {"join 2": "addConsumer", "leave 1": "removeConsumer", "leave 2": "removeConsumer",
-                "block": "trySendMessagesToConsumers"}
+SYNCHRONIZED = {"join": "addConsumer", "leave": "removeConsumer", "block": "trySendMessagesToConsumers"}
 """The dispatcher's synchronized method each dispatcher-side operation runs in."""
 
+Moves = tuple[tuple[int, int], ...]
+"""The hashes a membership change moves: (hash, the consumer that loses it) for a join, (hash, its heir) for a
+leave."""
 
-def compile_op(order: str, op: str, owner: int, monitor: bool = False) -> tuple[Instruction, ...]:
-    """One script operation as instructions (see `_Assembler`); `owner` owns the hash when it starts; with
-    `monitor`, a dispatcher-side operation runs inside the dispatcher's monitor (its `synchronized` method)."""
-    asm = _Assembler(order)
+
+class Layout(NamedTuple):
+    """The configuration's consumers and hashes, parsed once (the model's and the reference's)."""
+
+    prefer: tuple[tuple[int, ...], ...]  # per hash (hash h at index h - 1), the consumers preferred for it, in order
+    consumers: int  # consumer ids are 1 .. consumers
+    present: tuple[int, ...]  # connected at the start
+    acks: tuple[tuple[int, ...], ...]  # per consumer, its pending acks (entry ids) at the start
+    hash_of: Mapping[int, int]  # each pending ack's hash
+
+    @property
+    def hashes(self) -> tuple[int, ...]:
+        return tuple(range(1, len(self.prefer) + 1))
+
+    def owner(self, h: int, present: set[int] | tuple[int, ...]) -> int | None:
+        """The selector's choice for hash `h`: its most preferred connected consumer (consistent hashing gives a
+        hash to the first consumer clockwise on the ring, so a join takes hashes only from their owners and a leave
+        gives its hashes to the next in line)."""
+        return next((c for c in self.prefer[h - 1] if c in present), None)
+
+    def owners(self) -> tuple[int, ...]:
+        return tuple(int(self.owner(h, self.present) or 0) for h in self.hashes)
+
+    @property
+    def drainers(self) -> tuple[int, ...]:
+        """The consumers that may drain a hash: those holding pending acks at the start."""
+        return tuple(c + 1 for c, acks in enumerate(self.acks) if acks)
+
+
+def layout(config: Mapping[str, Param]) -> Layout:
+    """The consumers, hashes and pending acks of a lock configuration (`hashes`, `present`, `pending`,
+    `pending2`), or a ValueError saying what is wrong."""
+    prefer = config["hashes"]
+    if (not isinstance(prefer, tuple) or not 1 <= len(prefer) <= 2
+            or not all(isinstance(p, tuple) and p and all(isinstance(c, int) and 1 <= c <= 3 for c in p)
+                       and len(set(p)) == len(p) for p in prefer)):
+        raise ValueError("keyshared lock config hashes must be one or two tuples of consumer ids (1..3), most "
+                         "preferred first")
+    prefers = tuple(tuple(c for c in p if isinstance(c, int)) for p in prefer if isinstance(p, tuple))
+    consumers = max(2, *(max(p) for p in prefers))
+    present = config["present"]
+    if not isinstance(present, tuple) or not all(isinstance(c, int) and 1 <= c <= consumers for c in present):
+        raise ValueError(f"keyshared lock config present must be a tuple of consumer ids (1..{consumers})")
+    acks: list[tuple[int, ...]] = [() for _ in range(consumers)]
+    hash_of: dict[int, int] = {}
+    for consumer, key, first in ((1, "pending", 0), (2, "pending2", SECOND)):
+        value = config[key]
+        held = (HASH,) * value if isinstance(value, int) and not isinstance(value, bool) else value
+        if (not isinstance(held, tuple) or len(held) > 4
+                or not all(isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= len(prefers) for h in held)):
+            raise ValueError(f"keyshared lock config {key}: 0 to 4 pending acks (a count of hash 1's, or one hash "
+                             f"each, of 1..{len(prefers)})")
+        if held and consumer not in present:
+            raise ValueError(f"keyshared lock config {key}: consumer {consumer} holds pending acks but is not present")
+        acks[consumer - 1] = tuple(range(first, first + len(held)))
+        hash_of.update(zip(acks[consumer - 1], (int(h) for h in held if isinstance(h, int)), strict=True))
+    result = Layout(prefers, consumers, tuple(int(c) for c in present if isinstance(c, int)), tuple(acks), hash_of)
+    owners = result.owners()
+    if 0 in owners:
+        raise ValueError("keyshared lock config: every hash needs a present consumer at the start")
+    if any(owners[hash_of[e] - 1] != c + 1 for c, held in enumerate(acks) for e in held):
+        raise ValueError("keyshared lock config: a consumer's pending acks at the start are of hashes it owns (else "
+                         "the tracker would already hold draining entries for them)")
+    return result
+
+
+def compile_op(order: str, op: str, moves: Moves, scope: Layout, consumer: int = 0,
+               monitor: bool = False) -> tuple[Instruction, ...]:
+    """One script operation as instructions (see `_Assembler`); `moves` are the hashes a membership change moves,
+    `consumer` an acker's; with `monitor`, a dispatcher-side operation runs inside the dispatcher's monitor (its
+    `synchronized` method)."""
+    asm = _Assembler(order, scope.drainers)
     word, _, arg = op.partition(" ")
-    if monitor and op in SYNCHRONIZED:
-        asm.emit(f"{SYNCHRONIZED[op]}: dispatcher.lock", "dispatcher lock")
-    if op == "join 2":
-        asm.join()
-    elif op in ("leave 1", "leave 2"):
-        asm.remove_consumer(int(arg), owns=owner == int(arg))
-    elif op == "block":
-        asm.should_block()
+    if monitor and word in SYNCHRONIZED:
+        asm.emit(f"{SYNCHRONIZED[word]}: dispatcher.lock", "dispatcher lock")
+    if word == "join":
+        asm.join(int(arg), moves)
+    elif word == "leave":
+        asm.remove_consumer(int(arg), moves)
+    elif word == "block":
+        asm.should_block(int(arg or HASH))
     elif word == "ack":
-        asm.ack(int(arg))
+        asm.ack(consumer, int(arg), scope.hash_of[int(arg)])
     elif word == "ack-up-to":
-        asm.ack_up_to(int(arg))
+        asm.ack_up_to(consumer, int(arg))
     else:
         raise ValueError(f"keyshared lock config: unknown operation {op!r}")
-    if monitor and op in SYNCHRONIZED:
+    if monitor and word in SYNCHRONIZED:
         asm.emit(None, "dispatcher unlock")
     asm.emit(None, "end op")
     return tuple(asm.code)
 
 
-def _owners(script: tuple[str, ...]) -> tuple[int, ...]:
-    """The hash's owner as each dispatcher operation starts. Only the dispatcher thread moves the hash, so this
-    is known before any interleaving; a script that joins a present consumer or loses one that is gone is refused.
-    Consumer 2 joins by taking the hash; consumer 2 leaving gives it back to consumer 1; consumer 1 can leave
-    (as the drainer) only while consumer 2 is there to own the hash, and is gone for good after."""
-    owner, present, owners = 1, {1: True, 2: False}, []
+def moves(script: tuple[str, ...], scope: Layout) -> tuple[Moves, ...]:
+    """The hashes each membership change moves. Only one thread changes membership, so this is known before any
+    interleaving; a script that joins a present consumer, loses one that is gone or leaves a hash without a
+    consumer is refused."""
+    present, out = set(scope.present), []
     for op in script:
-        owners.append(owner)
-        if op == "join 2" and present[1] and not present[2]:
-            owner, present[2] = 2, True
-        elif op == "leave 2" and present[1] and present[2]:
-            owner, present[2] = 1, False
-        elif op == "leave 1" and present[1] and present[2]:
-            present[1] = False
-        elif op != "block":
-            here = sorted(c for c in present if present[c])
-            raise ValueError(f"keyshared lock config dispatcher: {op!r} with consumers {here} present (join 2 needs "
-                             "consumer 2 gone, leave 2 and leave 1 need both)")
-    return tuple(owners)
+        word, _, arg = op.partition(" ")
+        c = int(arg) if arg.isdigit() else 0
+        before = {h: scope.owner(h, present) for h in scope.hashes}
+        if word == "join" and c not in present:
+            present.add(c)
+            out.append(tuple((h, int(before[h] or 0)) for h in scope.hashes if scope.owner(h, present) != before[h]))
+        elif word == "leave" and c in present and len(present) > 1:
+            present.discard(c)
+            heirs = tuple((h, scope.owner(h, present)) for h in scope.hashes if before[h] == c)
+            if any(heir is None for _, heir in heirs):
+                raise ValueError(f"keyshared lock config: {op!r} leaves a hash no other present consumer takes")
+            out.append(tuple((h, int(heir or 0)) for h, heir in heirs))
+        elif word == "block":
+            out.append(())
+        else:
+            raise ValueError(f"keyshared lock config: {op!r} with consumers {sorted(present)} present (a join needs "
+                             "its consumer gone, a leave needs it present and another one)")
+    return tuple(out)
 
 
-def _script(config: Mapping[str, Param], name: str, pending: int, allowed: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """A thread's script, each operation one of `allowed` (an acker's: `ack N` and `ack-up-to N`, N < pending)."""
+def _script(config: Mapping[str, Param], name: str, scope: Layout, acker: int = 0) -> tuple[str, ...]:
+    """A thread's script: a dispatcher's or the membership thread's (`join C`, `leave C`, `block`, `block H`), or
+    consumer `acker`'s (`ack N` and `ack-up-to N`, N one of its pending acks at the start)."""
     script = config[name]
     ops = [op for op in script if isinstance(op, str)] if isinstance(script, tuple) else []
     if not isinstance(script, tuple) or len(ops) != len(script):
         raise ValueError(f"keyshared lock config {name} must be a tuple of operations")
+    consumers = range(1, scope.consumers + 1)
     for op in ops:
         word, _, arg = op.partition(" ")
-        ok = op in allowed if allowed else word in ("ack", "ack-up-to") and arg.isdigit() and int(arg) < pending
+        if acker:
+            ok = word in ("ack", "ack-up-to") and arg.isdigit() and int(arg) in scope.acks[acker - 1]
+            choices = f"'ack N', 'ack-up-to N' (N one of {list(scope.acks[acker - 1])})"
+        else:
+            ok = (word in ("join", "leave") and arg.isdigit() and int(arg) in consumers) or (
+                word == "block" and (not arg or (arg.isdigit() and int(arg) in scope.hashes)))
+            choices = "'join C', 'leave C', 'block' or 'block H'"
         if not ok:
-            choices = ", ".join(allowed) if allowed else f"'ack N', 'ack-up-to N' (N < {pending})"
             raise ValueError(f"keyshared lock config {name}: {op!r} is not one of {choices}")
     return tuple(ops)
 
 
 class KeySharedLocksModel:
-    """Two threads on one hash; every interleaving of upstream's lock-separated steps."""
+    """The dispatcher, the ackers and maybe a membership thread; every interleaving of upstream's lock-separated
+    steps."""
 
     mechanism = "keyshared"
 
@@ -508,26 +640,36 @@ class KeySharedLocksModel:
         self.variant = variant
         self.config: Mapping[str, Param] = configured("keyshared (lock scope)", variant, VARIANTS, config,
                                                       DEFAULT_CONFIG)
-        order, pending, unchecked = (self.config[k] for k in ("order", "pending", "unchecked"))
+        order, unchecked = self.config["order"], self.config["unchecked"]
         if self.config["scope"] != "locks":
             raise ValueError(f"keyshared lock config needs scope 'locks', got {self.config['scope']!r}")
-        if order not in ORDERS or not isinstance(pending, int) or isinstance(pending, bool) or not 0 <= pending <= 4:
-            raise ValueError(f"keyshared lock config needs order in {ORDERS} and 0 <= pending <= 4")
+        if order not in ORDERS:
+            raise ValueError(f"keyshared lock config needs order in {ORDERS}")
         names = [name for name, _ in INVARIANTS]
         if not isinstance(unchecked, tuple) or not set(unchecked) <= set(names):
             raise ValueError(f"keyshared lock config unchecked must be a tuple of invariant names ({', '.join(names)})")
-        self.order, self.pending = str(order), pending
-        membership = _script(self.config, "membership", pending, DISPATCHER_OPS[:3])
+        self.order = str(order)
+        self.layout = scope = layout(self.config)
+        membership = _script(self.config, "membership", scope)
+        if any(op.startswith("block") for op in membership):
+            raise ValueError("keyshared lock config membership: only joins and leaves (the dispatcher dispatches)")
         self.monitored = bool(membership)
-        dispatcher = _script(self.config, "dispatcher", pending, ("block",) if membership else DISPATCHER_OPS)
-        self.scripts = (dispatcher, _script(self.config, "acker", pending), *((membership,) if membership else ()))
-        movers = (membership,) if membership else ()
-        owners = (_owners(dispatcher), tuple(1 for _ in self.scripts[1]), *(_owners(m) for m in movers))
+        dispatcher = _script(self.config, "dispatcher", scope)
+        if membership and not all(op.startswith("block") for op in dispatcher):
+            raise ValueError("keyshared lock config dispatcher: only 'block' with a membership thread")
+        acker, acker2 = _script(self.config, "acker", scope, 1), _script(self.config, "acker2", scope, 2)
+        named = [("dispatcher", dispatcher, 0, moves(dispatcher, scope)), ("acker", acker, 1, ((),) * len(acker))]
+        if acker2:
+            named.append(("acker2", acker2, 2, ((),) * len(acker2)))
+        if membership:
+            named.append(("membership", membership, 0, moves(membership, scope)))
+        self.scripts = tuple(script for _, script, _, _ in named)
         self.programs = tuple(
-            tuple(compile_op(self.order, op, owner, self.monitored) for op, owner in zip(script, own, strict=True))
-            for script, own in zip(self.scripts, owners, strict=True))
-        self.action_names: Sequence[str] = ACTION_NAMES
-        self.threads: Sequence[str] = WITH_MEMBERSHIP if membership else THREADS
+            tuple(compile_op(self.order, op, moved, scope, consumer, self.monitored)
+                  for op, moved in zip(script, moving, strict=True))
+            for _, script, consumer, moving in named)
+        self.action_names: Sequence[str] = ACTION_NAMES if acker2 else WITH_MEMBERSHIP  # acker2: a wider scope's
+        self.threads: Sequence[str] = tuple(name for name, _, _, _ in named)
         self.invariants: Sequence[Invariant[LocksState]] = tuple(
             Invariant(name, _unbroken(name), text) for name, text in INVARIANTS if name not in unchecked)
         self.liveness: Sequence[Liveness[LocksState]] = ()
@@ -564,8 +706,10 @@ class KeySharedLocksModel:
 
     def _prime(self) -> LocksState:
         idle = Thread(0, 0, Registers())
-        start = LocksState(1, (0, 0), (tuple(range(self.pending)), ()), (False, False), -1, (), 0, False,
-                           (None, None), -1, -1, (-1, -1), ((), ()), (), (), (), (), (idle,) * len(self.threads), ())
+        n, scope = self.layout.consumers, self.layout
+        start = LocksState(scope.owners(), (0,) * n, scope.acks, (False,) * n, (-1,) * len(scope.hashes), (), 0,
+                           False, (None,) * n, -1, -1, (-1,) * n, ((),) * n, (), (), (), (),
+                           (idle,) * len(self.threads), ())
         for i in range(len(self.threads)):
             start = _Run(self, start, i, first=False).result()
         return start
@@ -603,18 +747,21 @@ class KeySharedLocksModel:
         return state
 
     def vars(self, state: LocksState) -> dict[str, Json]:
-        entry = state.entries[state.slot] if state.slot != -1 else None
+        draining: list[Json] = [[h + 1, state.entries[slot].consumer, state.entries[slot].ref_count,
+                                 state.entries[slot].blocked] for h, slot in enumerate(state.slots) if slot != -1]
+        owner: dict[str, Json] = ({"owner": state.owners[0]} if len(state.owners) == 1 else
+                                  {"owners": [[h + 1, c] for h, c in enumerate(state.owners)]})
         return {
-            "owner": state.owner,
+            **owner,
             "pending": [[c + 1, list(p)] for c, p in enumerate(state.pending)],
             "closed": list(state.closed),
-            "draining": [] if entry is None else [[HASH, entry.consumer, entry.ref_count, entry.blocked]],
+            "draining": draining,
             "batch_level": state.batch_level,
             "unblocked_while_batching": state.unblocked_while_batching,
             "stats": [[c + 1, list(hashes)] for c, hashes in enumerate(state.stats) if hashes is not None],
             "locks": {"tracker": self._names([state.tracker_lock] if state.tracker_lock != -1 else []),
                       **{f"map[{c + 1}]": self._names(([state.map_writer[c]] if state.map_writer[c] != -1 else [])
-                                                      + list(state.map_readers[c])) for c in (0, 1)},
+                                                      + list(state.map_readers[c])) for c in range(len(state.closed))},
                       **({"dispatcher": self._names([state.dispatcher_lock] if state.dispatcher_lock != -1 else [])}
                          if self.monitored else {})},
             "unblocked": list(state.unblocked),
@@ -648,10 +795,10 @@ class _Run:
     """One step of one thread on a thawed state: its labelled instruction, then the unlabelled ones after it."""
 
     def __init__(self, model: KeySharedLocksModel, s: LocksState, i: int, first: bool) -> None:
-        self.model, self.i = model, i
-        self.owner, self.incarnations = s.owner, list(s.incarnations)
+        self.model, self.i, self.hash_of = model, i, model.layout.hash_of
+        self.owners, self.incarnations = list(s.owners), list(s.incarnations)
         self.pending, self.closed = [list(p) for p in s.pending], list(s.closed)
-        self.slot, self.entries = s.slot, list(s.entries)
+        self.slots, self.entries = list(s.slots), list(s.entries)
         self.batch_level, self.unblocked_while_batching = s.batch_level, s.unblocked_while_batching
         self.stats = list(s.stats)
         self.tracker_lock, self.map_writer = s.tracker_lock, list(s.map_writer)
@@ -682,15 +829,18 @@ class _Run:
 
     def result(self) -> LocksState:
         return LocksState(
-            self.owner, (self.incarnations[0], self.incarnations[1]),
-            (tuple(self.pending[0]), tuple(self.pending[1])), (self.closed[0], self.closed[1]), self.slot,
-            tuple(self.entries), self.batch_level, self.unblocked_while_batching, (self.stats[0], self.stats[1]),
-            self.tracker_lock, self.dispatcher_lock, (self.map_writer[0], self.map_writer[1]),
-            (tuple(self.map_readers[0]), tuple(self.map_readers[1])), tuple(self.unblocked), tuple(self.replay),
+            tuple(self.owners), tuple(self.incarnations), tuple(tuple(p) for p in self.pending), tuple(self.closed),
+            tuple(self.slots), tuple(self.entries), self.batch_level, self.unblocked_while_batching,
+            tuple(self.stats), self.tracker_lock, self.dispatcher_lock, tuple(self.map_writer),
+            tuple(tuple(r) for r in self.map_readers), tuple(self.unblocked), tuple(self.replay),
             tuple(self.blocks), tuple(sorted(self.acked)), tuple(self.threads),
             tuple(sorted(self.broken)))
 
     # -- helpers ------------------------------------------------------------------------------------------------
+    def _hash(self, ins: Instruction) -> int:
+        """The instruction's hash: its own, or that of the pending ack the thread's loop is at."""
+        return ins.hash or self.hash_of[self.regs.items[0]]
+
     def _set(self, index: int, entry: Entry) -> None:
         self.entries[index] = entry
         if entry.ref_count < 0:
@@ -724,12 +874,53 @@ class _Run:
             self.tracker_lock = -1
         if self.dispatcher_lock == self.i:
             self.dispatcher_lock = -1
-        for c in (0, 1):
+        for c in range(len(self.map_writer)):
             if self.map_writer[c] == self.i:
                 self.map_writer[c] = -1
             if self.i in self.map_readers[c]:
                 self.map_readers[c].remove(self.i)
         self.jump = -2
+
+    def _remove_by_key(self, ins: Instruction) -> None:
+        """drainingHashes.remove(stickyHash) and, unless closing, the removed entry's isBlocking (LK-2, LK-3, LK-5)."""
+        h, regs = self._hash(ins), self.regs
+        removed = self.slots[h - 1]
+        self.slots[h - 1] = -1
+        self._regs(removed=removed)
+        if removed == -1:
+            if not regs.closing:
+                self.broken.add("LK-5")  # removed.isBlocking() on null
+                self._throw(ins.target)
+            return
+        if removed != regs.entry:
+            self.broken.add("LK-3")
+        gone = self.entries[removed]
+        holds = gone.incarnation == self.incarnations[gone.consumer - 1] and any(
+            e not in self.acked and self.hash_of[e] == gone.hash for e in self.pending[gone.consumer - 1])
+        if gone.ref_count > 0 or (not regs.closing and self.owners[gone.hash - 1] != gone.consumer and holds):
+            self.broken.add("LK-2")  # (a closing removal hands its consumer's pending acks to replay)
+        if regs.closing:
+            self.entries[removed] = gone._replace(removal=EXEMPT)
+
+    def _stats(self, ins: Instruction) -> None:
+        self._outside_lock()
+        h, hashes = self._hash(ins), self.stats[ins.arg - 1]
+        if hashes is not None:  # else consumerRemoved dropped them meanwhile: the update goes to a detached object
+            kept = tuple(x for x in hashes if x != h)
+            self.stats[ins.arg - 1] = tuple(sorted((*kept, h))) if ins.code == "stats add" else kept
+
+    def _get_or_create(self, ins: Instruction) -> None:
+        h, consumer = self._hash(ins), ins.arg
+        slot = self.slots[h - 1]
+        if slot == -1:
+            self.entries.append(Entry(consumer, self.incarnations[consumer - 1], 0, 0, UNDECIDED, h))
+            slot = self.slots[h - 1] = len(self.entries) - 1
+            self._regs(added=True)
+            if self.stats[consumer - 1] is None:
+                self.stats[consumer - 1] = ()
+        elif not self._mine(slot, consumer):
+            raise AssertionError("addEntry for a consumer that does not drain the hash: outside the scope")
+        self._regs(entry=slot)
 
     def execute(self, ins: Instruction) -> None:
         code, arg, regs = ins.code, ins.arg, self.regs
@@ -746,10 +937,11 @@ class _Run:
         elif code == "tracker write off":
             self.tracker_lock = -1
         elif code == "read entry":  # getEntry: the read lock (the monitor before #23854) taken and released
-            self._regs(entry=self.slot)
+            self._regs(entry=self.slots[self._hash(ins) - 1])
         elif code == "get or return":  # inside the pre-#23854 monitor
-            self._regs(entry=self.slot)
-            if self.slot == -1:
+            slot = self.slots[self._hash(ins) - 1]
+            self._regs(entry=slot)
+            if slot == -1:
                 self.tracker_lock = -1
                 self.jump = ins.target
         elif code == "return if none":
@@ -764,24 +956,8 @@ class _Run:
         elif code == "return unless zero":
             if self.entries[regs.entry].ref_count != 0:
                 self.jump = ins.target
-        elif code == "remove by key":  # drainingHashes.remove(stickyHash) and, unless closing, isBlocking
-            removed = self.slot
-            self.slot = -1
-            self._regs(removed=removed)
-            if removed == -1:
-                if not regs.closing:
-                    self.broken.add("LK-5")  # removed.isBlocking() on null
-                    self._throw(ins.target)
-                return
-            if removed != regs.entry:
-                self.broken.add("LK-3")
-            gone = self.entries[removed]
-            holds = gone.incarnation == self.incarnations[gone.consumer - 1] and any(
-                e not in self.acked for e in self.pending[gone.consumer - 1])
-            if gone.ref_count > 0 or (not regs.closing and self.owner != gone.consumer and holds):
-                self.broken.add("LK-2")  # (a closing removal hands its consumer's pending acks to replay)
-            if regs.closing:
-                self.entries[removed] = gone._replace(removal=EXEMPT)
+        elif code == "remove by key":
+            self._remove_by_key(ins)
         elif code == "skip if closing":
             if regs.closing:
                 self.jump = ins.target
@@ -802,49 +978,41 @@ class _Run:
             if not regs.added:
                 self.jump = ins.target
         elif code in ("stats add", "stats clear"):
-            self._outside_lock()
-            hashes = self.stats[arg - 1]
-            if hashes is not None:  # else consumerRemoved dropped them meanwhile: the update goes to a detached object
-                self.stats[arg - 1] = (HASH,) if code == "stats add" else tuple(h for h in hashes if h != HASH)
+            self._stats(ins)
         elif code == "skip unless notify":
             if not regs.notify:
                 self.jump = ins.target
         elif code == "notify":
             self._outside_lock()
-            self.unblocked.append(arg)
+            self.unblocked.append(-1 if arg == -1 else self._hash(ins))
             self._regs(notify=False)
         elif code == "end call":
             self._regs(entry=-1, removed=-1, notify=False, added=False)
         elif code == "get or create":
-            if self.slot == -1:
-                self.entries.append(Entry(arg, self.incarnations[arg - 1], 0, 0, UNDECIDED))
-                self.slot = len(self.entries) - 1
-                self._regs(added=True)
-                if self.stats[arg - 1] is None:
-                    self.stats[arg - 1] = ()
-            elif not self._mine(self.slot, arg):
-                raise AssertionError("addEntry for a consumer that does not drain the hash: outside the scope")
-            self._regs(entry=self.slot)
+            self._get_or_create(ins)
         elif code == "increment":
             entry = self.entries[regs.entry]
             self._set(regs.entry, entry._replace(ref_count=entry.ref_count + 1))
         elif code == "skip unless owner drains":
-            if not self._mine(regs.entry, self.owner):
+            if not self._mine(regs.entry, self.owners[ins.hash - 1]):
+                self.jump = ins.target
+        elif code == "skip unless owner is":
+            if self.owners[ins.hash - 1] != arg:
                 self.jump = ins.target
         elif code == "remove if same":  # remove(stickyKeyHash, entry): only the entry it read
-            if self.slot == regs.entry:
-                self.slot = -1
+            if self.slots[ins.hash - 1] == regs.entry:
+                self.slots[ins.hash - 1] = -1
                 self.entries[regs.entry] = self.entries[regs.entry]._replace(removal=EXEMPT)
         elif code == "jump":
             self.jump = ins.target
         elif code == "return unless still mapped":
-            if self.slot != regs.entry:
+            if self.slots[ins.hash - 1] != regs.entry:
                 self.tracker_lock = -1
                 self.jump = ins.target
         elif code == "block":
             entry = self.entries[regs.entry]
             self.entries[regs.entry] = entry._replace(blocked=entry.blocked + 1)
-            if self.slot != regs.entry and entry.removal == SILENT:
+            if self.slots[ins.hash - 1] != regs.entry and entry.removal == SILENT:
                 self.broken.add("LK-6")  # blocked by an entry gone without an unblocking call
             self._regs(blocked=True)
         elif code == "end dispatch":
@@ -863,6 +1031,9 @@ class _Run:
             self._regs(items=items)
             if not items:
                 self.jump = ins.target
+        elif code == "skip unless hash in":
+            if not arg >> self.hash_of[regs.items[0]] & 1:
+                self.jump = ins.target
         elif code == "for next":
             items = regs.items[1:]
             self._regs(items=items)
@@ -872,11 +1043,10 @@ class _Run:
             if regs.entry == -1 or not self._mine(regs.entry, arg):
                 self.jump = ins.target
         elif code == "closing":
-            self._regs(closing=bool(arg == 1 or (arg == 2 and self.closed[0])))
+            self._regs(closing=bool(arg == 1 or (arg == 2 and self.closed[ins.consumer - 1])))
         elif code == "switch owner":
-            self.owner = arg
+            self.owners[ins.hash - 1] = arg
         elif code == "join":
-            self.owner = arg
             self.incarnations[arg - 1] += 1
             self.pending[arg - 1], self.closed[arg - 1] = [], False
         elif code == "close":
@@ -887,27 +1057,34 @@ class _Run:
             self.pending[arg - 1] = []
         elif code == "consumer removed":
             self.stats[arg - 1] = None
-        elif code == "pop or skip":
-            if arg in self.pending[0]:
-                self.pending[0].remove(arg)
-                self._regs(closing=self.closed[0])
+        else:
+            self._acker(ins)
+
+    def _acker(self, ins: Instruction) -> None:
+        """The acker's instructions on its consumer's map, the dispatcher's monitor, and the end of an operation."""
+        code, arg, regs = ins.code, ins.arg, self.regs
+        mine = self.pending[ins.consumer - 1] if ins.consumer else []
+        if code == "pop or skip":
+            if arg in mine:
+                mine.remove(arg)
+                self._regs(closing=self.closed[ins.consumer - 1])
             else:
                 self.jump = ins.target
         elif code == "look":
-            if not any(e <= arg for e in self.pending[0]):
-                self.map_readers[0].remove(self.i)
+            if not any(e <= arg for e in mine):
+                self.map_readers[ins.consumer - 1].remove(self.i)
                 self.jump = ins.target
         elif code == "doomed":
-            items = tuple(e for e in self.pending[0] if e <= arg)
+            items = tuple(e for e in mine if e <= arg)
             self._regs(items=items)
             if not items:
                 self.jump = ins.target
         elif code == "skip if gone":
-            if regs.items[0] not in self.pending[0]:
+            if regs.items[0] not in mine:
                 self.jump = ins.target
         elif code == "drop next":
-            if regs.items[0] in self.pending[0]:
-                self.pending[0].remove(regs.items[0])
+            if regs.items[0] in mine:
+                mine.remove(regs.items[0])
             items = regs.items[1:]
             self._regs(items=items)
             if items:
@@ -922,7 +1099,7 @@ class _Run:
         elif code == "client acks":
             self.acked.add(arg)
         elif code == "client acks up to":
-            self.acked.update(range(arg + 1))
+            self.acked.update(e for e in self.model.layout.acks[ins.consumer - 1] if e <= arg)
         elif code == "end op":
             self._regs(items=())
         else:

@@ -96,3 +96,12 @@ def test_on_a_narrow_terminal_the_cells_are_not_aligned_and_every_line_fits() ->
                    width=80).splitlines()
     assert lines[2] == "pidquota conformance[two_principals] current twin caught (PQ-I1) 14.7s"
     assert lines[3].startswith("    every 22113") and max(len(line) for line in lines) <= 80
+
+
+def test_explore_conformance_replays_a_configuration_on_the_reference(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`explore --conformance`: the known finding is the explorer's verdict, and every transition conforms."""
+    argv = ["explore", "--mechanism", "keyshared", "--config", "locks-batch", "--conformance", "--out", str(tmp_path)]
+    assert main(argv) == VIOLATED  # LK-6, the known lost wake-up
+    out = capsys.readouterr().out
+    assert "conformance keyshared/pip379/locks-batch: pass: every 127 transitions of 100 states" in out

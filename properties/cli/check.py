@@ -493,4 +493,20 @@ def cmd_explore(args: argparse.Namespace) -> int:
         print(f"{finding.kind} {finding.name}: {len(finding.path)} steps -> {path}")
         print(f"  {finding.detail}")
         print(f"  reproduce: brokerspec replay {path}")
-    return VIOLATED if result.findings else PASS
+    worst = VIOLATED if result.findings else PASS
+    if args.conformance:
+        worst = max(worst, _explore_conformance(args, mechanism, variant))
+    return worst
+
+
+def _explore_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: str) -> int:
+    """`explore --conformance`: every transition of the configuration replayed on the reference, the configuration's
+    known findings allowed (its own explorer reports them)."""
+    if mechanism.for_config(mechanism.every_explore_config[args.config]).make_reference is None:
+        raise UsageError(f"{mechanism.name}/{args.config}: no reference implementation to replay on")
+    result = run_conformance(mechanism, variant, args.config, None, args.max_states, args.workers)
+    found = result.deviation
+    verdict = "pass" if found is None else f"VIOLATED {','.join(found.failures)} ({found.target}: {found.detail})"
+    print(f"conformance {mechanism.name}/{variant}/{args.config}: {verdict}: {result.summary()}, "
+          f"{result.elapsed_s:.1f}s")
+    return PASS if found is None else VIOLATED

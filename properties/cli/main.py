@@ -365,6 +365,9 @@ def _parser() -> argparse.ArgumentParser:
     explore_p.add_argument("--workers", type=_at_least(1), default=1,
                            help="processes that share each level of the search (default 1); the result is the same "
                                 "for any number")
+    explore_p.add_argument("--conformance", action="store_true",
+                           help="then replay every transition of the configuration on the reference implementation, "
+                                "as check does for the default gate's (e.g. a nightly configuration)")
     explore_p.set_defaults(run=cmd_explore)
 
     replay_p = sub.add_parser("replay", help="replay a trace against the model or the reference")

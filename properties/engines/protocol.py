@@ -205,6 +205,9 @@ def document(mechanism: Mechanism, variant: str, names: Sequence[str] | None = N
                                      and name == default, "config": as_json(complete_config(mechanism, model)),
                                      "actions": list(model.action_names), "initial_vars":
                                      as_json(model.vars(model.initial()))})
+    for config in mechanism.nightly_configs.values():  # a port meets their shapes too (`explore --conformance`)
+        model = mechanism.make_model(config, variant)
+        models.setdefault(mechanism.scope(model.config), []).append(model)
     out: list[dict[str, Any]] = []
     for scope, entry in scopes.items():
         vocabulary = mechanism.vocabularies[scope]

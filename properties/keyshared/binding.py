@@ -548,6 +548,34 @@ LOCKS_EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
                                 ("locks-pre23854", "pre23854", _LOCKS_SCRIPT),
                                 ("locks-unserialized", "unserialized", _LOCKS_SCRIPT))
 }
+# The widened lock scope, nightly (`brokerspec explore --mechanism keyshared --config locks-wide`): two sticky
+# hashes, consumers 1 and 2 each owning one and holding four pending acks of it, each acking on its own
+# connection thread (acker, acker2), so three threads. Consumer 3 joins and takes both hashes (both consumers
+# drain at once), leaves (both hashes go back to their drainers: two ADD parts), joins again, then the drainers
+# leave in turn (closing batches) while the ackers ack singly and in removeAllUpTo batches.
+_WIDE_SCOPE: dict[str, Param] = {"present": (1, 2), "hashes": ((3, 1), (3, 2)), "pending": 4,
+                                 "pending2": (2, 2, 2, 2)}
+_WIDE_ACKS: dict[str, Param] = {"acker": ("ack 1", "ack 0", "ack-up-to 2", "ack 3"),
+                                "acker2": ("ack 11", "ack-up-to 12", "ack 10", "ack 13")}
+_WIDE = {**_WIDE_SCOPE, **_WIDE_ACKS,
+         "dispatcher": ("join 3", "block 1", "block 2", "block 1", "leave 3", "block 1", "block 2", "join 3", "block 1",
+                        "block 2", "leave 1", "block 2", "leave 2")}
+# Four threads: the same moves on a membership thread, the dispatcher only dispatching (under its monitor).
+_WIDE_MEMBERSHIP = {**_WIDE_SCOPE, **_WIDE_ACKS, "dispatcher": ("block 1", "block 2") * 3,
+                    "membership": ("join 3", "leave 3", "join 3", "leave 1")}
+# The smallest widened script, whose every transition a test replays on the code.
+_WIDE_SMALL = {**_WIDE_SCOPE, "pending": 1, "pending2": (2,), "acker": ("ack 0",), "acker2": ("ack-up-to 10",),
+               "dispatcher": ("join 3", "block 1", "block 2", "leave 3", "block 2")}
+LOCKS_NIGHTLY_CONFIGS: dict[str, Mapping[str, Param]] = {
+    name: {**LOCKS_DEFAULT_CONFIG, **script, "order": order}
+    for name, order, script in (("locks-wide-small", "current", _WIDE_SMALL), ("locks-wide", "current", _WIDE),
+                                ("locks-wide-fix", "locked-block", _WIDE),
+                                ("locks-wide-pre23854", "pre23854", _WIDE),
+                                ("locks-wide-unserialized", "unserialized", _WIDE),
+                                ("locks-wide-membership", "current", _WIDE_MEMBERSHIP),
+                                ("locks-wide-fix-membership", "locked-block", _WIDE_MEMBERSHIP))
+}
+"""Explored by name (`explore --config`), not in the default check: seconds to minutes each (see the finding)."""
 LOCKS_FINDINGS: dict[str, Mapping[str, str]] = {
     "locks": {"LK-6": LOCKS_FINDING},  # upstream's current order loses a wake-up
     "locks-batch": {"LK-6": LOCKS_FINDING},  # also when the drainer's last ack is a cumulative one
@@ -555,6 +583,12 @@ LOCKS_FINDINGS: dict[str, Mapping[str, str]] = {
     "locks-pre23854": {"LK-4": LOCKS_FINDING},  # the twin: handler and stats inside the synchronized methods
     # the twin: callers without the PendingAcksMap lock
     "locks-unserialized": {name: LOCKS_FINDING for name in ("LK-1", "LK-2", "LK-3", "LK-5", "LK-6")},
+    # the widened scope: the same lost wake-up, on either hash, and the same twins' verdicts
+    "locks-wide-small": {"LK-6": LOCKS_FINDING},
+    "locks-wide": {"LK-6": LOCKS_FINDING},
+    "locks-wide-membership": {"LK-6": LOCKS_FINDING},
+    "locks-wide-pre23854": {"LK-4": LOCKS_FINDING},
+    "locks-wide-unserialized": {name: LOCKS_FINDING for name in ("LK-1", "LK-2", "LK-3", "LK-5", "LK-6")},
 }
 """What each lock configuration must break (see Mechanism.findings); the `locks-fix*` ones must break nothing."""
 # Hypothesis samples longer runs than the explorer's, upstream's order with all three threads, on LK-1..LK-5: LK-6,
@@ -642,4 +676,5 @@ MECHANISM = Mechanism(
     vocabularies=keyshared_protocol.VOCABULARIES,
     scope_of=keyshared_protocol.scope_of,
     findings=LOCKS_FINDINGS,
+    nightly_configs=LOCKS_NIGHTLY_CONFIGS,
 )

@@ -52,6 +52,7 @@ TRACKER: dict[str, Guard] = {
 
 LOCKS: dict[str, Guard] = {
     "owner": Guard((HARNESS_INPUT,)),  # the scripts move the hash: the dispatcher thread alone changes it
+    "owners": Guard((HARNESS_INPUT,)),  # with two hashes: as `owner`, each moved by the one membership-changing thread
     "pending": Guard(("LK-1", "LK-2")),  # a pending ack counted wrongly drives a ref count below 0 or removes early
     "closed": Guard(unguarded="a map closed at the wrong moment: no oracle, only the acks it then refuses"),
     "draining": Guard(("LK-1", "LK-2", "LK-3", "LK-6")),  # the ledger sees every entry each step changed

@@ -1,8 +1,9 @@
 """The lock scope bound to the reference: upstream-granularity code stepped in lockstep with the lock model.
 
-`KeySharedLocksReference` runs `reference_impl.keyshared.lock_level` on a preemptive `World`: the dispatcher and
-acker threads of the configuration's scripts, each operation a task, every lock acquisition and atomic access a
-scheduling point. A model action ``dispatcher(step=L)`` runs the dispatcher thread's next step, which must be
+`KeySharedLocksReference` runs `reference_impl.keyshared.lock_level` on a preemptive `World`: the dispatcher, the
+ackers (one per consumer holding pending acks) and the membership thread of the configuration's scripts, each
+operation a task, every lock acquisition and atomic access a scheduling point.
+A model action ``dispatcher(step=L)`` runs the dispatcher thread's next step, which must be
 the operation labelled L (a thread about to do something else, or blocked, is a divergence named as such).
 
 It judges LK-1..LK-6 from its own ledger, never from the reference's opinion: what it saw each step do to the
@@ -29,16 +30,19 @@ UNBLOCKS, SILENT, READ_PENDING, EXEMPT = "unblocks", "silent", "read pending", "
 
 
 class KeySharedLocksReference:
-    """The upstream-granularity tracker of one order, its callers on two simulated threads, and the ledger."""
+    """The upstream-granularity tracker of one order, its callers on simulated threads, and the ledger."""
 
     def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:
         model = KeySharedLocksModel(config, variant)  # parses and completes the configuration
         self.order, self.threads, self.monitored = model.order, tuple(model.threads), model.monitored
+        self.layout = scope = model.layout
         unchecked = model.config["unchecked"]
         self.unchecked = {str(name) for name in unchecked} if isinstance(unchecked, tuple) else set()
-        self.d = StickyKeyDispatcher(model.order, (1, 2), {HASH: 1}, synchronized=model.monitored)
-        for entry_id in range(model.pending):
-            self.d.consumers[1].pending_acks.put(entry_id, HASH)
+        self.d = StickyKeyDispatcher(model.order, dict(zip(scope.hashes, scope.prefer, strict=True)), scope.present,
+                                     synchronized=model.monitored)
+        for c, acks in enumerate(scope.acks):
+            for entry_id in acks:
+                self.d.consumers[c + 1].pending_acks.put(entry_id, scope.hash_of[entry_id])
         self.world = World(preemptive=True)
         self.acked: set[int] = set()
         self.leaving: set[int] = set()
@@ -49,9 +53,10 @@ class KeySharedLocksReference:
         for name, script in zip(self.threads, model.scripts, strict=True):
             thread = self.world.thread(name)
             for op in script:
-                run = self._acker_op if name == "acker" else self._dispatcher_op
+                run = self._acker_op if name.startswith("acker") else self._dispatcher_op
                 thread.execute(partial(run, op, name), label=op)
         self.entries: list[DrainingHashEntry] = []  # every entry object seen, in the order first seen
+        self.hash_of: dict[int, int] = {}  # id(entry) -> the hash it drains
         self.decremented: dict[str, DrainingHashEntry] = {}
         self.removed_by: dict[str, DrainingHashEntry] = {}
         self.removal: dict[int, str] = {}  # id(entry) -> what its removal decided
@@ -62,24 +67,26 @@ class KeySharedLocksReference:
 
     # -- the threads' operations (tasks) ------------------------------------------------------------------------
     def _dispatcher_op(self, op: str, thread: str) -> None:
-        if op == "join 2":
-            self.d.join(2, HASH)
-        elif op.startswith("leave"):
-            self.leaving.add(int(op.split()[1]))  # its pending acks go to replay: their removals owe nothing
-            self.d.remove_consumer(int(op.split()[1]))
+        word, _, arg = op.partition(" ")
+        if word == "join":
+            self.leaving.discard(int(arg))  # a new consumer object
+            self.d.join(int(arg))
+        elif word == "leave":
+            self.leaving.add(int(arg))  # its pending acks go to replay: their removals owe nothing
+            self.d.remove_consumer(int(arg))
         else:
-            self.blocks.append(self.d.dispatch(HASH))
+            self.blocks.append(self.d.dispatch(int(arg or HASH)))
         self.finished.append(thread)
 
     def _acker_op(self, op: str, thread: str) -> None:
         word, _, arg = op.partition(" ")
-        n = int(arg)
+        n, consumer = int(arg), 2 if thread == "acker2" else 1
         if word == "ack":
             self.acked.add(n)  # the client sent the ack: from now on it does not hold the message
-            self.d.ack(1, n)
+            self.d.ack(consumer, n)
         else:
-            self.acked.update(range(n + 1))
-            self.d.ack_up_to(1, n)
+            self.acked.update(e for e in self.layout.acks[consumer - 1] if e <= n)
+            self.d.ack_up_to(consumer, n)
         self.finished.append(thread)
 
     # -- Implementation -----------------------------------------------------------------------------------------
@@ -106,20 +113,22 @@ class KeySharedLocksReference:
 
     def vars(self) -> dict[str, Json]:
         d, tracker = self.d, self.d.tracker
-        entry = tracker.draining_hashes.get(HASH)
-        maps = {c: d.consumers[c].pending_acks for c in (1, 2)}
+        consumers = range(1, self.layout.consumers + 1)
+        maps = {c: d.consumers[c].pending_acks for c in consumers}
+        owner: dict[str, Json] = ({"owner": d.owners[HASH]} if len(d.owners) == 1 else
+                                  {"owners": [[h, d.owners[h]] for h in sorted(d.owners)]})
         return {
-            "owner": d.owners[HASH],
-            "pending": [[c, _json(sorted(maps[c].pending_acks))] for c in (1, 2)],
-            "closed": [maps[c].closed for c in (1, 2)],
-            "draining": [] if entry is None else [
-                [HASH, entry.consumer.consumer_id, entry.ref_count.value, entry.blocked_count.value]],
+            **owner,
+            "pending": [[c, _json(sorted(maps[c].pending_acks))] for c in consumers],
+            "closed": [maps[c].closed for c in consumers],
+            "draining": [[h, e.consumer.consumer_id, e.ref_count.value, e.blocked_count.value]
+                         for h, e in sorted(tracker.draining_hashes.items())],
             "batch_level": tracker.batch_level,
             "unblocked_while_batching": tracker.unblocked_while_batching,
             "stats": [[cid, _json(sorted(stats.draining_hashes))]
                       for cid, stats in sorted(tracker.consumer_draining_hashes_stats_map.items())],
             "locks": {"tracker": _json(self._tracker_holders()),
-                      **{f"map[{c}]": _json(maps[c].lock.holders()) for c in (1, 2)},
+                      **{f"map[{c}]": _json(maps[c].lock.holders()) for c in consumers},
                       **({"dispatcher": _json([] if self.d.monitor.holder is None else [self.d.monitor.holder])}
                          if self.monitored else {})},
             "unblocked": list(d.unblocked),
@@ -152,13 +161,14 @@ class KeySharedLocksReference:
         return tracker.monitor.holder if self.order == "pre23854" else tracker.lock.writer
 
     def _see(self) -> None:
-        entry = self.d.tracker.draining_hashes.get(HASH)
-        if entry is not None and all(e is not entry for e in self.entries):
-            self.entries.append(entry)
+        for h, entry in sorted(self.d.tracker.draining_hashes.items()):
+            if all(e is not entry for e in self.entries):
+                self.entries.append(entry)
+                self.hash_of[id(entry)] = h
 
-    def _snapshot(self) -> tuple[DrainingHashEntry | None, list[tuple[int, int]]]:
+    def _snapshot(self) -> tuple[dict[int, DrainingHashEntry], list[tuple[int, int]]]:
         counts = [(e.ref_count.value, e.blocked_count.value) for e in self.entries]
-        return self.d.tracker.draining_hashes.get(HASH), counts
+        return dict(self.d.tracker.draining_hashes), counts
 
     def _changed(self, before: list[tuple[int, int]], field: int, delta: int) -> DrainingHashEntry | None:
         """The entry whose ref count (field 0) or blocked count (field 1) moved by `delta` during the step."""
@@ -168,10 +178,10 @@ class KeySharedLocksReference:
                 return entry
         return None
 
-    def _judge(self, name: str, step: str, before: tuple[DrainingHashEntry | None, list[tuple[int, int]]],
+    def _judge(self, name: str, step: str, before: tuple[dict[int, DrainingHashEntry], list[tuple[int, int]]],
                holder: str | None) -> None:
         mapped_before, counts = before
-        mapped = self.d.tracker.draining_hashes.get(HASH)
+        mapped = self.d.tracker.draining_hashes
         if any(e.ref_count.value < 0 for e in self.entries):
             self.broken.add("LK-1")
         if (step.endswith("stickyKeyHashUnblocked") or ": stats[" in step) and holder == name:
@@ -179,32 +189,35 @@ class KeySharedLocksReference:
         decremented = self._changed(counts, 0, -1)
         if decremented is not None and step.startswith("reduceRefCount:"):
             self.decremented[name] = decremented
-        gone = mapped_before if mapped_before is not None and mapped is not mapped_before else None
-        if gone is not None and step.startswith("reduceRefCount:"):
-            self._removed(name, gone)
-        elif gone is not None:  # shouldBlockStickyKeyHash's lazy removal by the hash's own drainer
-            self.removal[id(gone)] = EXEMPT
+        for h, gone in sorted(mapped_before.items()):
+            if mapped.get(h) is gone:
+                continue
+            if step.startswith("reduceRefCount:"):
+                self._removed(name, h, gone)
+            else:  # shouldBlockStickyKeyHash's lazy removal by the hash's own drainer
+                self.removal[id(gone)] = EXEMPT
         if step == "reduceRefCount: entry.blockedCount.get":
             read = self.removed_by[name]
             self.removal[id(read)] = UNBLOCKS if counts[self._index(read)][1] > 0 else SILENT
         blocked = self._changed(counts, 1, 1)
-        if (blocked is not None and step.endswith("entry.blockedCount.incrementAndGet") and mapped is not blocked
-                and self.removal.get(id(blocked)) == SILENT):
+        if (blocked is not None and step.endswith("entry.blockedCount.incrementAndGet")
+                and mapped.get(self.hash_of[id(blocked)]) is not blocked and self.removal.get(id(blocked)) == SILENT):
             self.broken.add("LK-6")  # blocked by an entry gone without an unblocking call
 
-    def _removed(self, name: str, gone: DrainingHashEntry) -> None:
-        """reduceRefCount removed `gone` in this step: LK-2 and LK-3, and whether a blocking read follows."""
+    def _removed(self, name: str, h: int, gone: DrainingHashEntry) -> None:
+        """reduceRefCount removed `gone`, hash `h`'s entry, in this step: LK-2 and LK-3, and whether a blocking read
+        follows."""
         if self.decremented.get(name) is not gone:
             self.broken.add("LK-3")
         drainer = gone.consumer
         current = self.d.consumers.get(drainer.consumer_id) is drainer
         holds = current and drainer.consumer_id not in self.leaving and any(
-            e not in self.acked for e in drainer.pending_acks.pending_acks)
-        if gone.ref_count.value > 0 or (self.d.owners[HASH] != drainer.consumer_id and holds):
+            e not in self.acked and held == h for e, (_, held) in drainer.pending_acks.pending_acks.items())
+        if gone.ref_count.value > 0 or (self.d.owners[h] != drainer.consumer_id and holds):
             self.broken.add("LK-2")
         self.removed_by[name] = gone
         if gone.blocked_count.value > 0 and drainer.consumer_id not in self.leaving:
-            self.owed[name] = HASH  # a dispatch waits on it: an unblocking call must follow (or end its batch)
+            self.owed[name] = h  # a dispatch waits on it: an unblocking call must follow (or end its batch)
         if self.order == "pre23854":  # the blocking read ran inside the same step, under the monitor
             self.removal[id(gone)] = UNBLOCKS if gone.blocked_count.value > 0 else SILENT
         elif self._label(name) == "reduceRefCount: entry.blockedCount.get":
@@ -226,7 +239,7 @@ class KeySharedLocksReference:
             self.batch_owes = True
         if self.batch_owes and tracker.batch_level == 0:
             self.batch_owes = False
-            self.owed[name] = HASH
+            self.owed[name] = -1
         if returned and self.owed.pop(name, None) is not None:
             self.broken.add("LK-6")
 

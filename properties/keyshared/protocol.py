@@ -271,29 +271,41 @@ KEYSHARED_LOCKS = Vocabulary(
         "order": "the tracker's code: current (upstream today), locked-block (the proposed fix), pre23854 (every "
                  "method synchronized, handler and stats inside), unserialized (callers without the PendingAcksMap "
                  "lock)",
-        "pending": "consumer 1's pending acks of the hash at the start (entries 0 .. pending-1; it owns the hash)",
-        "dispatcher": "the dispatcher thread's script: 'join 2' (consumer 2 joins and takes the hash: the REMOVE "
-                      "part of registerDrainingHashes), 'leave 2' (it leaves: its map is closed, then the ADD part "
-                      "for consumer 1), 'leave 1' (the drainer leaves: its acks released with closing) and 'block' "
-                      "(shouldBlockStickyKeyHash for the owner)",
+        "pending": "consumer 1's pending acks at the start: a count (entries 0 .. pending-1, of hash 1) or one hash "
+                   "per entry (entries 0, 1, ...); of hashes it owns",
+        "pending2": "consumer 2's pending acks at the start, one hash per entry (entries 10, 11, ...); of hashes it "
+                    "owns",
+        "hashes": "per sticky hash (1, then 2), the consumers the selector gives it to, most preferred first: a hash "
+                  "belongs to its most preferred connected consumer (as on the consistent-hash ring)",
+        "present": "the consumers connected at the start",
+        "dispatcher": "the dispatcher thread's script: 'join C' (consumer C joins and takes the hashes that prefer "
+                      "it: the REMOVE part of registerDrainingHashes for each loser), 'leave C' (it leaves: its "
+                      "hashes go to the next in line, its map is closed with its acks released with closing, then "
+                      "the ADD part for each heir), 'block' or 'block H' (shouldBlockStickyKeyHash for the owner of "
+                      "hash H, 1 by default)",
         "membership": "with consumers joining and leaving on a thread of their own (a connection's): its script of "
-                      "'join 2', 'leave 2' and 'leave 1'; the dispatcher thread then only dispatches ('block'), and "
+                      "'join C' and 'leave C'; the dispatcher thread then only dispatches ('block', 'block H'), and "
                       "every dispatcher-side operation runs inside the dispatcher's monitor (empty: one dispatcher "
                       "thread does both, the monitor never contended)",
         "acker": "consumer 1's connection thread's script: 'ack N' (PendingAcksMap.remove) and 'ack-up-to N' "
-                 "(removeAllUpTo, a handler batch)",
+                 "(removeAllUpTo, a handler batch), N one of its pending acks",
+        "acker2": "consumer 2's connection thread's script, as the acker's (empty: no such thread)",
         "unchecked": "invariants left out (a known finding that would end every Hypothesis run)",
     },
     vars={
-        "owner": "the consumer owning the hash (1 or 2)",
-        "pending": "each consumer's pending acks of the hash, consumer 1 first",
+        "owner": "with one hash: the consumer owning it",
+        "owners": "with two hashes: each one's owner, hash 1 first",
+        "owners[]": "[hash, consumer] one hash's",
+        "owners[].hash": "the hash",
+        "owners[].consumer": "the consumer owning it",
+        "pending": "each consumer's pending acks, consumer 1 first",
         "pending[]": "[consumer, acks] one consumer's",
         "pending[].consumer": "the consumer id",
-        "pending[].acks": "its pending acks of the hash, entry ids ascending",
+        "pending[].acks": "its pending acks, entry ids ascending",
         "pending[].acks[]": "an entry id",
         "closed": "each consumer's map was closed (forEachAndClose), consumer 1 first",
         "closed[]": "whether that consumer's map is closed",
-        "draining": "the tracker's entry for the hash: at most one element",
+        "draining": "the tracker's entries, one per draining hash, by hash",
         "draining[]": "[hash, consumer, ref_count, blocked_count] the entry",
         "draining[].hash": "the hash",
         "draining[].consumer": "the consumer draining it",
@@ -304,15 +316,17 @@ KEYSHARED_LOCKS = Vocabulary(
         "stats": "each consumer the stats map holds, by consumer id",
         "stats[]": "[consumer, hashes] one consumer's stats",
         "stats[].consumer": "the consumer id",
-        "stats[].hashes": "the hashes its stats hold: the one hash, or none (at most one element)",
+        "stats[].hashes": "the hashes its stats hold, ascending",
         "stats[].hashes[]": "a hash",
         "locks": "who holds the tracker's lock (its write lock, or the monitor before #23854) and each map's",
         "locks.tracker": _HOLDERS,
         "locks.map[1]": _HOLDERS,
         "locks.map[2]": _HOLDERS,
+        "locks.map[3]": "with a third consumer: " + _HOLDERS,
         "locks.tracker[]": "a thread's name",
         "locks.map[1][]": "a thread's name",
         "locks.map[2][]": "a thread's name",
+        "locks.map[3][]": "a thread's name",
         "locks.dispatcher": "with a membership thread: " + _HOLDERS,
         "locks.dispatcher[]": "a thread's name",
         "unblocked": "the unblocking handler's calls in order (the hash, or -1 when a batch ends)",
@@ -321,7 +335,8 @@ KEYSHARED_LOCKS = Vocabulary(
         "replay[]": "an entry id",
         "blocks": "each finished dispatch's verdict (true: blocked), in order",
         "blocks[]": "a verdict",
-        "threads": "the dispatcher thread first, then the acker, then the membership thread if there is one",
+        "threads": "the dispatcher thread first, then the acker, then acker2 and the membership thread if there are "
+                   "such",
         "threads[]": "[name, next] one thread",
         "threads[].name": "the thread",
         "threads[].next": "its next operation, or done",
@@ -335,6 +350,9 @@ KEYSHARED_LOCKS = Vocabulary(
         "acker": ActionDoc("the acker thread runs to its next scheduling point",
                            "its script is not done and the lock its next operation takes is free to it",
                            {"step": _STEP}),
+        "acker2": ActionDoc("consumer 2's acker thread runs to its next scheduling point",
+                            "the configuration has one, its script is not done and the lock its next operation takes "
+                            "is free to it", {"step": _STEP}),
         "membership": ActionDoc("the membership thread runs to its next scheduling point",
                                 "the configuration has one, its script is not done and the lock its next operation "
                                 "takes is free to it", {"step": _STEP}),

@@ -42,7 +42,7 @@ dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -409,11 +409,14 @@ class PendingAcksMap:
 class StickyKeyDispatcher:
     """The dispatcher's side of PersistentStickyKeyDispatcherMultipleConsumers that drives the tracker.
 
-    The selector is reduced to who owns each hash (`owners`). `join`, `remove_consumer` and `dispatch` run on
-    the dispatcher thread, `ack` and `ack_up_to` on a consumer's connection thread.
+    The selector is reduced to who owns each hash: `prefer` lists, per hash, the consumers the consistent-hash
+    ring would give it to, first choice first, so a hash belongs to its most preferred connected consumer (a
+    join takes hashes only from their owners, a leave hands each of its hashes to the next in line, as the ring
+    does). `join`, `remove_consumer` and `dispatch` run on the dispatcher thread (or a connection's, under the
+    dispatcher's monitor), `ack` and `ack_up_to` on a consumer's connection thread.
     """
 
-    def __init__(self, order: str, consumer_ids: tuple[int, ...], owners: dict[int, int],
+    def __init__(self, order: str, prefer: Mapping[int, tuple[int, ...]], present: tuple[int, ...],
                  synchronized: bool = False) -> None:
         self.order = order
         self.synchronized = synchronized
@@ -423,11 +426,18 @@ class StickyKeyDispatcher:
         self.unblocked: list[int] = []  # every stickyKeyHashUnblocked call, in order
         self.tracker = DrainingHashesTracker(self.sticky_key_hash_unblocked, order)
         self.handler = PendingAcksRemoveHandler(self.tracker)
+        self.prefer = dict(prefer)
         self.consumers: dict[int, Consumer] = {}
-        for cid in consumer_ids:
+        self.connected: set[int] = set()
+        for cid in sorted({c for p in self.prefer.values() for c in p}):
             self._new_consumer(cid)
-        self.owners = dict(owners)
+        self.connected = set(present)
+        self.owners = {h: self._choice(h) for h in self.prefer}
         self.replay: list[int] = []  # redeliveryMessages: entry ids the closed consumers' maps handed back
+
+    def _choice(self, sticky_hash: int) -> int:
+        """The selector's owner of the hash among the connected consumers."""
+        return next(c for c in self.prefer[sticky_hash] if c in self.connected)
 
     def _new_consumer(self, consumer_id: int) -> Consumer:
         consumer = Consumer(consumer_id)
@@ -441,18 +451,18 @@ class StickyKeyDispatcher:
         self.unblocked.append(sticky_key_hash)
 
     @java_method("registerDrainingHashes")
-    def register_draining_hashes(self, impacted: Consumer, sticky_hash: int, adding: bool) -> None:
-        """The consumer `impacted` gained (`adding`, the ADD part) or lost `sticky_hash`'s range."""
+    def register_draining_hashes(self, impacted: Consumer, hashes: set[int], adding: bool) -> None:
+        """The consumer `impacted` gained (`adding`, the ADD part) or lost `hashes` (the updated ranges)."""
 
         def process(_ledger_id: int, _entry_id: int, _batch_size: int, pending_hash: int) -> None:
-            if pending_hash != sticky_hash:
+            if pending_hash not in hashes:
                 return
             if adding:  # reduce the ref count in case the hash came back to its drainer
-                entry = self.tracker.get_entry(sticky_hash)
+                entry = self.tracker.get_entry(pending_hash)
                 if entry is not None and entry.consumer is impacted:
-                    self.tracker.reduce_ref_count(impacted, sticky_hash, False)
+                    self.tracker.reduce_ref_count(impacted, pending_hash, False)
             else:
-                self.tracker.add_entry(impacted, sticky_hash)
+                self.tracker.add_entry(impacted, pending_hash)
 
         impacted.pending_acks.for_each(process)
 
@@ -465,17 +475,22 @@ class StickyKeyDispatcher:
             yield
 
     @java_method("addConsumer")
-    def join(self, consumer_id: int, sticky_hash: int) -> None:
-        """addConsumer: a new consumer object takes the hash; the REMOVE part runs for the one that lost it (the
-        joiner itself is upstream's skipConsumer)."""
+    def join(self, consumer_id: int) -> None:
+        """addConsumer: a new consumer object takes the hashes the selector now gives it; the REMOVE part runs for
+        each consumer that lost some, in id order (the joiner itself is upstream's skipConsumer)."""
         with self._monitor():
-            self._join(consumer_id, sticky_hash)
+            self._join(consumer_id)
 
-    def _join(self, consumer_id: int, sticky_hash: int) -> None:
-        loser = self.consumers[self.owners[sticky_hash]]
+    def _join(self, consumer_id: int) -> None:
         self._new_consumer(consumer_id)
-        self.owners[sticky_hash] = consumer_id
-        self.register_draining_hashes(loser, sticky_hash, adding=False)
+        self.connected.add(consumer_id)
+        lost: dict[int, set[int]] = {}
+        for h, owner in sorted(self.owners.items()):
+            if self._choice(h) != owner:
+                lost.setdefault(owner, set()).add(h)
+                self.owners[h] = consumer_id
+        for loser in sorted(lost):
+            self.register_draining_hashes(self.consumers[loser], lost[loser], adding=False)
 
     @java_method("trySendMessagesToConsumers")
     def dispatch(self, sticky_hash: int) -> bool:
@@ -485,20 +500,23 @@ class StickyKeyDispatcher:
 
     @java_method("removeConsumer")
     def remove_consumer(self, consumer_id: int) -> None:
-        """removeConsumer: the selector gives the leaver's hashes to the other consumer, the leaver's map is closed
-        into replay (a handler batch, `closing` true), then the ADD part for the heir and the stats are dropped."""
+        """removeConsumer: the selector gives the leaver's hashes to their heirs, the leaver's map is closed into
+        replay (a handler batch, `closing` true), then the ADD part for each heir (in id order) and the leaver's
+        stats are dropped."""
         with self._monitor():
             self._remove_consumer(consumer_id)
 
     def _remove_consumer(self, consumer_id: int) -> None:
         leaver = self.consumers[consumer_id]
-        heir = next(c for c in self.consumers.values() if c is not leaver)
-        moved = sorted(h for h, owner in self.owners.items() if owner == consumer_id)
-        for h in moved:
-            self.owners[h] = heir.consumer_id
+        self.connected.discard(consumer_id)
+        gained: dict[int, set[int]] = {}
+        for h, owner in sorted(self.owners.items()):
+            if owner == consumer_id:
+                self.owners[h] = self._choice(h)
+                gained.setdefault(self.owners[h], set()).add(h)
         leaver.pending_acks.for_each_and_close(lambda _l, entry_id, _b, _h: self.replay.append(entry_id))
-        for h in moved:
-            self.register_draining_hashes(heir, h, adding=True)
+        for heir in sorted(gained):
+            self.register_draining_hashes(self.consumers[heir], gained[heir], adding=True)
         self.tracker.consumer_removed(leaver)
 
     def ack(self, consumer_id: int, entry_id: int) -> bool:

@@ -27,11 +27,11 @@ from tests.engines.tiny import CounterImpl
 
 def _compared() -> list[tuple[str, str, str]]:
     """(mechanism, scope, variable) of every variable conformance compares: the current variant's model vars in
-    each scope whose reference is replayed."""
+    each scope whose reference is replayed (the nightly configurations too: `explore --conformance` replays them)."""
     out: dict[tuple[str, str, str], None] = {}
     for name in registry.mechanisms():
         mechanism = registry.get(name)
-        for config in (*mechanism.explore_configs.values(), *mechanism.hypothesis_configs.values()):
+        for config in (*mechanism.every_explore_config.values(), *mechanism.hypothesis_configs.values()):
             if mechanism.for_config(config).make_reference is None:
                 continue
             model = mechanism.make_model(config, mechanism.current)

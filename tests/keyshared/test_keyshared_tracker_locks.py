@@ -19,7 +19,14 @@ from models.core import Action, Param
 from models.keyshared_locks import DEFAULT_CONFIG, THREADS, KeySharedLocksModel, LocksState
 from properties.engines.conformance import conform, run_walk
 from properties.engines.explorer import Exploration, explore
-from properties.keyshared.binding import LOCKS_EXPLORE_CONFIGS, LOCKS_FINDINGS, MECHANISM, make_model, make_reference
+from properties.keyshared.binding import (
+    LOCKS_EXPLORE_CONFIGS,
+    LOCKS_FINDINGS,
+    LOCKS_NIGHTLY_CONFIGS,
+    MECHANISM,
+    make_model,
+    make_reference,
+)
 from properties.keyshared.locks import KeySharedLocksReference
 
 SCRIPTS: dict[str, dict[str, Param]] = {
@@ -131,7 +138,7 @@ def test_a_get_entry_waits_while_the_other_thread_holds_the_write_lock() -> None
                          ("acker", "reduceRefCount: tracker.readLock.lock"),
                          ("acker", "reduceRefCount: entry.refCount.decrementAndGet"),
                          ("acker", "reduceRefCount: tracker.writeLock.lock")])
-    assert state.tracker_lock == 1 and state.slot == -1
+    assert state.tracker_lock == 1 and state.slots == (-1,)
     assert model.enabled(state) == [Action.of("acker", step="reduceRefCount: entry.blockedCount.get")]
     state, _ = model.step(state, model.enabled(state)[0])
     assert Action.of("dispatcher", step="shouldBlockStickyKeyHash: tracker.readLock.lock") in model.enabled(state)
@@ -257,3 +264,65 @@ def test_with_a_membership_thread_every_dispatcher_side_operation_takes_the_disp
     assert Action.of("dispatcher", step="trySendMessagesToConsumers: dispatcher.lock") not in model.enabled(state)
     assert model.vars(state)["locks"] == {"tracker": [], "map[1]": [], "map[2]": [], "dispatcher": ["membership"]}
     assert _names(_explore("current", LOCKS_EXPLORE_CONFIGS["locks-membership"])) == {"LK-6"}
+
+
+# --- the widened scope: two hashes, two drainers, two ackers ---------------------------------------------------
+
+
+def test_a_widened_configuration_replays_every_transition_on_the_code() -> None:
+    """Consumer 3 takes both hashes from consumers 1 and 2 and gives them back while each acks on its own thread:
+    every transition of the smallest widened script conforms (the larger ones: `explore --conformance`)."""
+    config = LOCKS_NIGHTLY_CONFIGS["locks-wide-small"]
+    model = KeySharedLocksModel(config)
+    assert tuple(model.threads) == ("dispatcher", "acker", "acker2")
+    result = conform(lambda: KeySharedLocksModel(config), lambda: KeySharedLocksReference(config, "pip379"),
+                     terminal_ok=model.terminal_ok, known=frozenset(LOCKS_FINDINGS["locks-wide-small"]))
+    assert result.ok and result.complete and result.covered == result.edges > 4000, result.deviation
+
+
+def test_a_join_takes_both_hashes_and_both_consumers_drain_at_once() -> None:
+    """`join 3` with both hashes preferring consumer 3: one REMOVE part (one forEach) per loser, two entries."""
+    model = KeySharedLocksModel(LOCKS_NIGHTLY_CONFIGS["locks-wide-small"])
+    assert model.layout.owners() == (1, 2)  # before the threads start; the selector moves both before forEach's lock
+    assert model.vars(model.initial())["owners"] == [[1, 3], [2, 3]]
+    state = model.initial()
+    while model.next_label(state, 0) != "shouldBlockStickyKeyHash: tracker.readLock.lock":
+        state, _ = model.step(state, Action.of("dispatcher", step=model.next_label(state, 0)))
+    seen = model.vars(state)
+    assert seen["owners"] == [[1, 3], [2, 3]] and seen["draining"] == [[1, 1, 1, 0], [2, 2, 1, 0]]
+    assert seen["stats"] == [[1, [1]], [2, [2]]]
+    reference = KeySharedLocksReference(LOCKS_NIGHTLY_CONFIGS["locks-wide-small"], "pip379")
+    for action in _path(model, state):
+        reference.apply(action)
+    assert reference.vars() == seen and not reference.violations()
+    reference.close()
+
+
+def _path(model: KeySharedLocksModel, target: LocksState) -> list[Action]:
+    """The dispatcher's actions from the initial state to `target` (which it alone reached)."""
+    state, out = model.initial(), []
+    while state != target:
+        action = Action.of("dispatcher", step=model.next_label(state, 0))
+        out.append(action)
+        state, _ = model.step(state, action)
+    return out
+
+
+@pytest.mark.parametrize("config", [
+    {"hashes": ((3, 1), (3, 2)), "present": (1,)},  # hash 2's consumers are all gone
+    {"hashes": ((3, 1), (3, 2)), "present": (1, 2), "pending": (2,)},  # consumer 1 holds acks of a hash it does not own
+    {"hashes": ((3, 1), (3, 2)), "present": (1, 2), "pending2": (2,), "acker2": ("ack 0",)},  # not consumer 2's ack
+    {"hashes": ((3, 1), (3, 2)), "present": (1, 2), "dispatcher": ("block 3",)},  # no hash 3
+    {"hashes": ((4, 1),)}, {"pending2": (1,)},  # no consumer 4; consumer 2 not present
+    {"hashes": ((2, 1),), "present": (1, 2), "dispatcher": ("leave 1", "leave 2")},  # the last consumer cannot leave
+])
+def test_widened_configuration_errors_are_reported(config: Mapping[str, Param]) -> None:
+    with pytest.raises(ValueError, match="keyshared lock config"):
+        KeySharedLocksModel(config)
+
+
+def test_the_widened_current_order_loses_a_wake_up_and_the_fix_keeps_every_invariant() -> None:
+    small = LOCKS_NIGHTLY_CONFIGS["locks-wide-small"]
+    found = {f.name: len(f.path) for f in _explore("current", {**small, "order": "current"}).findings}
+    assert found == {"LK-6": 15}
+    assert _explore("locked-block", {**small, "order": "locked-block"}).ok
