@@ -51,7 +51,8 @@ A configuration may leave invariants ``unchecked`` (Hypothesis ends a run at its
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
@@ -162,15 +163,20 @@ class Instruction(NamedTuple):
     target: int = -1  # where a conditional instruction jumps
     hash: int = 0  # the sticky hash it works on; 0: the hash of the pending ack the thread's loop is at
     consumer: int = 0  # an acker's consumer, where `arg` is an entry id
+    hashes: int = 0  # the hashes (a bit each) whose tracker state it may touch: for partial-order reduction
 
 
 class _Assembler:
     """Builds one operation's instructions from upstream's methods, in the order the source runs them."""
 
-    def __init__(self, order: str, drainers: tuple[int, ...]) -> None:
+    def __init__(self, order: str, held: Mapping[int, int]) -> None:
         self.order = order
-        self.drainers = drainers
+        self.held = held
+        """Per consumer, the hashes (a bit each) of its pending acks at the start: all its map will ever hold."""
+        self.drainers = tuple(c for c, mask in held.items() if mask)
         """The consumers that may drain a hash (those holding pending acks at the start)."""
+        self.mask = sum(held.values()) | 1 << HASH
+        """The hashes the instructions emitted now may touch (narrowed inside a loop over a map, or for one hash)."""
         self.code: list[Instruction] = []
         self.pre = order == "pre23854"
         self.serialized = order != "unserialized"
@@ -178,8 +184,17 @@ class _Assembler:
         """Inside a handler batch: the instructions that may throw, whose `finally` ends the batch."""
 
     def emit(self, label: str | None, code: str, arg: int = 0, *, hash: int = 0, consumer: int = 0) -> int:
-        self.code.append(Instruction(label, code, arg, -1, hash, consumer))
+        self.code.append(Instruction(label, code, arg, -1, hash, consumer, 1 << hash if hash else self.mask))
         return len(self.code) - 1
+
+    @contextmanager
+    def touching(self, mask: int) -> Iterator[None]:
+        """Instructions emitted inside touch only the hashes of `mask`."""
+        outer, self.mask = self.mask, mask
+        try:
+            yield
+        finally:
+            self.mask = outer
 
     def jump_to_here(self, *sources: int) -> None:
         for i in sources:
@@ -203,6 +218,10 @@ class _Assembler:
     def reduce_ref_count(self, consumer: int, h: int) -> None:
         """reduceRefCount(consumer, h, closing), `closing` in the register the caller set (`h` 0: the hash of the
         pending ack the caller's loop is at)."""
+        with self.touching(1 << h if h else self.mask):
+            self._reduce_ref_count(consumer, h)
+
+    def _reduce_ref_count(self, consumer: int, h: int) -> None:
         m = "reduceRefCount"
         if self.pre:
             self.emit(self.tracker_label(m, True), "monitor", 0)
@@ -261,6 +280,10 @@ class _Assembler:
         """The dispatch's shouldBlockStickyKeyHash(owner, h). Its lazy removal clears the drainer's stats: the
         drainer is the owner, one of the consumers that hold pending acks (a branch each, their locks' labels
         differ)."""
+        with self.touching(1 << h):
+            self._should_block(h)
+
+    def _should_block(self, h: int) -> None:
         m = "shouldBlockStickyKeyHash"
         if self.pre:
             self.emit(self.tracker_label(m, False), "monitor", 0)
@@ -323,7 +346,8 @@ class _Assembler:
         empty = self.emit(None, "for init", consumer)
         start = len(self.code)
         other = self.emit(None, "skip unless hash in", _mask(hashes))
-        body()
+        with self.touching(self.held.get(consumer, 0) & _mask(hashes)):
+            body()
         self.jump_to_here(other)
         self.code.append(Instruction(None, "for next", consumer, start))
         self.jump_to_here(empty)
@@ -354,7 +378,8 @@ class _Assembler:
         start = len(self.code)
         self.emit(None, "to replay", consumer)
         self.emit(None, "closing", 1)
-        self.reduce_ref_count(consumer, 0)
+        with self.touching(self.held.get(consumer, 0)):
+            self.reduce_ref_count(consumer, 0)
         self.code.append(Instruction(None, "for next", consumer, start))
         self.jump_to_here(empty)
         self.end_batch()
@@ -395,7 +420,8 @@ class _Assembler:
         start = len(self.code)
         gone = self.emit(None, "skip if gone", consumer=consumer)  # unserialized: a concurrent close took it
         self.emit(None, "closing", 2, consumer=consumer)  # the map's closed flag
-        self.reduce_ref_count(consumer, 0)
+        with self.touching(self.held.get(consumer, 0)):
+            self.reduce_ref_count(consumer, 0)
         self.jump_to_here(gone)
         self.code.append(Instruction(None, "drop next", consumer, start, 0, consumer))
         self.end_batch()
@@ -407,47 +433,65 @@ class _Assembler:
 
 
 def _mask(hashes: tuple[int, ...]) -> int:
-    return sum(1 << h for h in hashes)
+    """The hashes as bits (bit h for hash h)."""
+    return functools.reduce(int.__or__, (1 << h for h in hashes), 0)
 
 
-def _access(ins: Instruction) -> tuple[frozenset[str], frozenset[str]]:
-    """What one instruction reads and writes, by shared object: `tracker` (its lock, its entry map, the batch
-    state), `entry` (every entry's counters), `map<c>` (consumer c's PendingAcksMap: its lock, acks and closed
-    flag), `stats<c>`, `owner`, `incarnation`, `acked` (the client's acks), `unblocked` (the handler's calls);
-    the dispatcher's own `replay` and `blocks` too. The flags a step raises are computed from what it reads."""
-    code, c, who = ins.code, f"{ins.arg}", f"{ins.consumer}"
-    maps = ("maps",)
+class Objects(NamedTuple):
+    """What `_access` needs of the configuration: who may drain each hash, how many consumers, and whether the
+    order can throw (a null removal, only without the map locks)."""
+
+    drainers: Mapping[int, tuple[int, ...]]  # per hash, the consumers that may drain it
+    consumers: int
+    throws: bool
+
+
+def _access(ins: Instruction, objects: Objects) -> tuple[frozenset[str], frozenset[str]]:
+    """What one instruction reads and writes, by shared object, as finely as the state is: `tlock` (the holder of
+    the tracker's write lock or monitor; a read-lock acquisition, momentary here, reads it), `slot<h>` (the
+    tracker's map at hash h), `batch` (batch level and unblockedWhileBatching), `entries` (the list new entries
+    are appended to), `ref<h>`/`blk<h>` (the ref counts, and the blocked counts and removal marks, of hash h's
+    entries), `map<c>` (consumer c's PendingAcksMap: lock, acks, closed flag), `stats<c>`, `owner<h>`, `inc<c>`
+    (consumer c's object), `acked<c>` (what c's client acked), `unblocked` (the handler's calls, in order),
+    `dispatcher` (its monitor), `replay` and `blocks`. The flags a step raises are computed from what it reads;
+    LK-4 reads whether the step's own thread holds the tracker lock, which no other thread can change."""
+    code, c, who = ins.code, ins.arg, ins.consumer
+    hashes = [h for h in (1, 2) if ins.hashes >> h & 1]
+
+    def per_hash(*names: str) -> tuple[str, ...]:
+        return tuple(f"{name}{h}" for h in hashes for name in names)
+
+    drainers = sorted({d for h in hashes for d in objects.drainers.get(h, ())})
+    everyone = range(1, objects.consumers + 1)
+    unwinds = ("tlock", "dispatcher", *(f"map{x}" for x in everyone)) if objects.throws else ()
     reads: dict[str, tuple[str, ...]] = {
-        "map read": (f"map{c}",), "map read off": (f"map{c}",), "read entry": ("tracker",),
-        "closing": (f"map{who}",) if ins.arg == 2 else (), "read blocking": ("entry",),
-        "skip unless stats": (f"stats{c}",),
-        "stats add": ("tracker",), "stats clear": ("tracker",), "notify": ("tracker",),
-        "get or create": ("incarnation",), "skip unless owner drains": ("entry", "incarnation", "owner"),
-        "skip unless owner is": ("owner",),
-        "return unless still mapped": ("tracker",), "block": ("tracker",), "for init": (f"map{c}",),
-        "skip unless drainer": ("entry", "incarnation"), "look": (f"map{who}",), "doomed": (f"map{who}",),
-        "skip if gone": (f"map{who}",), "remove by key": ("owner", "incarnation", "acked", *maps),
+        "map read": (f"map{c}",), "read entry": ("tlock", *per_hash("slot")), "get or return": per_hash("slot"),
+        "closing": (f"map{who}",) if c == 2 else (), "read blocking": ("batch", *per_hash("blk")),
+        "skip unless stats": (f"stats{c}",), "start batch": ("tlock",),
+        "skip unless owner drains": (*per_hash("owner"), *(f"inc{x}" for x in everyone)),
+        "skip unless owner is": per_hash("owner"), "return unless still mapped": per_hash("slot"),
+        "block": (*per_hash("slot"), *per_hash("blk")), "for init": (f"map{c}",),
+        "skip unless drainer": (f"inc{c}",), "look": (f"map{who}",), "doomed": (f"map{who}",),
+        "skip if gone": (f"map{who}",), "return unless zero": per_hash("ref"),
+        "remove by key": (*per_hash("owner", "ref"), *(f"{o}{d}" for d in drainers for o in ("inc", "map", "acked"))),
+        "get or create": (f"inc{c}",),
     }
     writes: dict[str, tuple[str, ...]] = {
-        "map write": (f"map{c}",), "map write off": (f"map{c}",), "tracker write": ("tracker",),
-        "monitor": ("tracker",), "tracker write off": ("tracker",), "get or return": ("tracker",),
-        "decrement": ("entry",), "decrement or return": ("entry", "tracker"), "remove by key": ("tracker", "entry"),
-        "read blocking": ("tracker",), "stats add": (f"stats{c}",), "stats clear": (f"stats{c}",),
-        "notify": ("unblocked",), "get or create": ("tracker", "entry", f"stats{c}"), "increment": ("entry",),
-        "remove if same": ("tracker", "entry"), "return unless still mapped": ("tracker",), "block": ("entry",),
-        "end dispatch": ("blocks",), "start batch": ("tracker",), "end batch": ("tracker",),
-        "switch owner": ("owner",), "join": ("incarnation", f"map{c}"), "close": (f"map{c}",),
-        "to replay": ("replay",), "clear": (f"map{c}",), "consumer removed": (f"stats{c}",),
-        "pop or skip": (f"map{who}",), "drop next": (f"map{who}",), "client acks": ("acked",),
-        "client acks up to": ("acked",), "rethrow": ("tracker", "dispatcher", *maps),
-        "dispatcher lock": ("dispatcher",), "dispatcher unlock": ("dispatcher",),
+        "map read": (f"map{c}",), "map read off": (f"map{c}",), "map write": (f"map{c}",),
+        "map write off": (f"map{c}",), "tracker write": ("tlock",), "monitor": ("tlock",),
+        "tracker write off": ("tlock",), "get or return": ("tlock",), "decrement": per_hash("ref"),
+        "decrement or return": ("tlock", *per_hash("ref")), "remove by key": (*per_hash("slot", "blk"), *unwinds),
+        "read blocking": ("batch", *per_hash("blk")), "stats add": (f"stats{c}",), "stats clear": (f"stats{c}",),
+        "notify": ("unblocked",), "get or create": ("entries", f"stats{c}", *per_hash("slot")),
+        "increment": per_hash("ref"), "remove if same": per_hash("slot", "blk"),
+        "return unless still mapped": ("tlock",), "block": per_hash("blk"), "end dispatch": ("blocks",),
+        "start batch": ("batch",), "end batch": ("tlock", "batch"), "switch owner": per_hash("owner"),
+        "join": (f"inc{c}", f"map{c}"), "close": (f"map{c}",), "to replay": ("replay",), "clear": (f"map{c}",),
+        "consumer removed": (f"stats{c}",), "pop or skip": (f"map{who}",), "look": (f"map{who}",),
+        "drop next": (f"map{who}",), "client acks": (f"acked{who}",), "client acks up to": (f"acked{who}",),
+        "rethrow": unwinds, "dispatcher lock": ("dispatcher",), "dispatcher unlock": ("dispatcher",),
     }
-    return _expand(reads.get(code, ())), _expand(writes.get(code, ()))
-
-
-def _expand(names: tuple[str, ...]) -> frozenset[str]:
-    """`maps` stands for every consumer's map (a removal's LK-2 reads them all; an exception releases them)."""
-    return frozenset(n for name in names for n in ((f"map{c}" for c in range(1, 4)) if name == "maps" else (name,)))
+    return frozenset(reads.get(code, ())), frozenset(writes.get(code, ()))
 
 
 def _successors(programs: tuple[tuple[Instruction, ...], ...], op: int, pc: int) -> list[tuple[int, int]]:
@@ -460,9 +504,23 @@ def _successors(programs: tuple[tuple[Instruction, ...], ...], op: int, pc: int)
     return out
 
 
-def _reach(programs: tuple[tuple[Instruction, ...], ...], op: int, pc: int, step: bool) -> Footprint:
+def _waits(ins: Instruction, held: frozenset[str]) -> bool:
+    """Whether the instruction acquires a lock of `held` (see `KeySharedLocksModel.held`), so waits while it is held."""
+    code = ins.code
+    if code in ("read entry", "tracker write", "monitor", "start batch", "end batch"):
+        return "tlock" in held
+    if code == "dispatcher lock":
+        return "dispatcher" in held
+    if code == "map read":
+        return f"map{ins.arg}" in held
+    return code == "map write" and bool({f"map{ins.arg}", f"map{ins.arg}:read"} & held)
+
+
+def _reach(programs: tuple[tuple[Instruction, ...], ...], op: int, pc: int, step: bool,
+           objects: Objects, held: frozenset[str] = frozenset()) -> Footprint:
     """The union of the accesses of every instruction reachable from (op, pc): for one `step`, up to the next
-    labels (a step runs across the end of an operation into the next one's unlabelled start); else to the end."""
+    labels (a step runs across the end of an operation into the next one's unlabelled start); else to the end,
+    or to an acquisition of a lock of `held`, which waits there while another thread holds it."""
     reads: set[str] = set()
     writes: set[str] = set()
     seen: set[tuple[int, int]] = set()
@@ -472,7 +530,9 @@ def _reach(programs: tuple[tuple[Instruction, ...], ...], op: int, pc: int, step
         if at in seen or (step and at != (op, pc) and programs[at[0]][at[1]].label is not None):
             continue
         seen.add(at)
-        r, w = _access(programs[at[0]][at[1]])
+        if held and _waits(programs[at[0]][at[1]], held):
+            continue
+        r, w = _access(programs[at[0]][at[1]], objects)
         reads |= r
         writes |= w
         todo.extend(_successors(programs, *at))
@@ -513,9 +573,9 @@ class Layout(NamedTuple):
         return tuple(int(self.owner(h, self.present) or 0) for h in self.hashes)
 
     @property
-    def drainers(self) -> tuple[int, ...]:
-        """The consumers that may drain a hash: those holding pending acks at the start."""
-        return tuple(c + 1 for c, acks in enumerate(self.acks) if acks)
+    def held(self) -> dict[int, int]:
+        """Per consumer, the hashes (a bit each) of its pending acks at the start: all its map will ever hold."""
+        return {c + 1: _mask(tuple(self.hash_of[e] for e in acks)) for c, acks in enumerate(self.acks)}
 
 
 def layout(config: Mapping[str, Param]) -> Layout:
@@ -560,7 +620,7 @@ def compile_op(order: str, op: str, moves: Moves, scope: Layout, consumer: int =
     """One script operation as instructions (see `_Assembler`); `moves` are the hashes a membership change moves,
     `consumer` an acker's; with `monitor`, a dispatcher-side operation runs inside the dispatcher's monitor (its
     `synchronized` method)."""
-    asm = _Assembler(order, scope.drainers)
+    asm = _Assembler(order, scope.held)
     word, _, arg = op.partition(" ")
     if monitor and word in SYNCHRONIZED:
         asm.emit(f"{SYNCHRONIZED[word]}: dispatcher.lock", "dispatcher lock")
@@ -681,13 +741,19 @@ class KeySharedLocksModel:
         return self._footprints(step=True)
 
     @functools.cached_property
-    def _futures(self) -> tuple[tuple[tuple[Footprint, ...], ...], ...]:
-        """Per thread, operation and pc, what the rest of the thread's program may touch."""
-        return self._footprints(step=False)
+    def _objects(self) -> Objects:
+        scope = self.layout
+        return Objects({h: tuple(c for c, mask in scope.held.items() if mask >> h & 1) for h in scope.hashes},
+                       scope.consumers, self.order == "unserialized")
 
     def _footprints(self, step: bool) -> tuple[tuple[tuple[Footprint, ...], ...], ...]:
-        return tuple(tuple(tuple(_reach(programs, op, pc, step) for pc in range(len(program)))
+        return tuple(tuple(tuple(_reach(programs, op, pc, step, self._objects) for pc in range(len(program)))
                            for op, program in enumerate(programs)) for programs in self.programs)
+
+    @functools.cached_property
+    def _futures(self) -> dict[tuple[int, int, int, frozenset[str]], Footprint]:
+        """Per thread, operation, pc and locks others hold, what the rest of its program may touch (on demand)."""
+        return {}
 
     def _names(self, threads: list[int]) -> list[Json]:
         return [self.threads[i] for i in threads]
@@ -698,11 +764,28 @@ class KeySharedLocksModel:
         t = state.threads[i]
         return self._steps[i][t.op][t.pc] if t.op < len(self.programs[i]) else (frozenset(), frozenset())
 
-    def future(self, state: LocksState, thread: str) -> Footprint:
-        """What any of the thread's remaining steps may read and write (its next one included)."""
+    def future(self, state: LocksState, thread: str, held: frozenset[str] = frozenset()) -> Footprint:
+        """What any of the thread's remaining steps may read and write (its next one included) before it acquires a
+        lock of `held` (locks other threads hold, as `held` names them: while they hold them, it cannot)."""
         i = self.threads.index(thread)
         t = state.threads[i]
-        return self._futures[i][t.op][t.pc] if t.op < len(self.programs[i]) else (frozenset(), frozenset())
+        if t.op == len(self.programs[i]):
+            return frozenset(), frozenset()
+        key = (i, t.op, t.pc, held)
+        known = self._futures.get(key)
+        if known is None:
+            known = self._futures[key] = _reach(self.programs[i], t.op, t.pc, False, self._objects, held)
+        return known
+
+    def held(self, state: LocksState, thread: str) -> frozenset[str]:
+        """The locks the thread holds that keep other threads out: `tlock` (the tracker's write lock or monitor),
+        `map<c>` (a map's write lock), `map<c>:read` (its read lock: writers wait) and `dispatcher`."""
+        i = self.threads.index(thread)
+        out = {f"map{c + 1}" for c, writer in enumerate(state.map_writer) if writer == i}
+        out |= {f"map{c + 1}:read" for c, readers in enumerate(state.map_readers) if i in readers}
+        out |= {name for name, holder in (("tlock", state.tracker_lock), ("dispatcher", state.dispatcher_lock))
+                if holder == i}
+        return frozenset(out)
 
     def _prime(self) -> LocksState:
         idle = Thread(0, 0, Registers())

@@ -40,7 +40,7 @@ class Threaded(Protocol[S_contra]):
 
     def footprint(self, state: S_contra, thread: str) -> Footprint: ...
 
-    def future(self, state: S_contra, thread: str) -> Footprint: ...
+    def future(self, state: S_contra, thread: str, held: frozenset[str] = ...) -> Footprint: ...
 
 
 def conflict(a: Footprint, b: Footprint) -> bool:
@@ -84,11 +84,40 @@ class PartialOrder(_Wrapped[S]):
         by_thread = {a.name: a for a in enabled}
         if len(by_thread) < 2 or len(by_thread) != len(enabled):
             return enabled
-        for thread, action in by_thread.items():
-            step = self.declared.footprint(state, thread)
-            if not any(conflict(step, self.declared.future(state, other)) for other in self.threads if other != thread):
-                return [action]
-        return enabled
+        steps = {t: self.declared.footprint(state, t) for t in self.threads}
+        held = {t: self.locks(state, t) for t in self.threads}
+        best: Sequence[Action] = enabled
+        for seed in by_thread:
+            chosen = self._persistent(state, seed, steps, held)
+            ample = [a for a in enabled if a.name in chosen]
+            if len(ample) < len(best):
+                best = ample
+                if len(best) == 1:
+                    break
+        return best
+
+    def locks(self, state: S, thread: str) -> frozenset[str]:
+        """The locks the thread holds that keep others out, where the model declares them (`held`)."""
+        held: Callable[[S, str], frozenset[str]] | None = getattr(self.model, "held", None)
+        return held(state, thread) if held is not None else frozenset()
+
+    def _persistent(self, state: S, seed: str, steps: Mapping[str, Footprint],
+                    held: Mapping[str, frozenset[str]]) -> set[str]:
+        """The threads a persistent set grown from `seed` must hold (a stubborn-set closure): with each thread,
+        every other thread whose remaining steps, up to an acquisition of a lock the set's threads hold, conflict
+        with its next step, enabled or not (a disabled step waits on something only a thread writing what it reads
+        can change, so that thread comes in too). The set's threads do not move along a path of the others', so
+        the locks they hold stay held; the others' steps there, whatever they are, are independent of the set's
+        next steps."""
+        chosen, todo = {seed}, [seed]
+        while todo:
+            step = steps[todo.pop()]
+            locked = frozenset().union(*(held[t] for t in chosen))
+            for other in self.threads:
+                if other not in chosen and conflict(step, self.declared.future(state, other, locked)):
+                    chosen.add(other)
+                    todo.append(other)
+        return chosen
 
     def step(self, state: S, action: Action) -> tuple[S, Observation]:
         return self.model.step(state, action)
@@ -150,16 +179,45 @@ def _on_inner(holds: Callable[[Any], bool]) -> Callable[[Bounded], bool]:
     return lambda state: holds(state.inner)
 
 
+def _within(inner: Footprint, outer: Footprint) -> bool:
+    """Whether every access of `inner` is among `outer`'s (a read may be declared as a write)."""
+    return inner[0] <= outer[0] | outer[1] and inner[1] <= outer[1]
+
+
+def _future_error(model: Model[S], state: S, thread: str, successor: S, held: frozenset[str]) -> str | None:
+    """Why `future(state, thread, held)` does not cover the thread's step from `state` (to `successor`) and its
+    future after it, or None."""
+    declared: Threaded[S] = model  # type: ignore[assignment]
+    future = declared.future(state, thread, held)
+    if not _within(declared.footprint(state, thread), future):
+        return f"{thread}'s step is outside its declared future (other threads holding {sorted(held)})"
+    if not _within(declared.future(successor, thread, held), future):
+        return f"{thread}'s future grows after its step (other threads holding {sorted(held)})"
+    return None
+
+
 def independence_error(model: Model[S], states: Sequence[S]) -> str | None:
     """Why the declared footprints are no independence relation on `states` (the full model's reachable
     states), or None: two steps of different threads whose footprints do not conflict must each stay enabled
-    after the other and commute (the same state either way), and the full graph must be acyclic."""
+    after the other and commute (the same state either way); each thread's declared future must cover its step
+    and its future after it, also up to the locks another thread holds (`held`, where declared: a thread cannot
+    step past an acquisition of one of them); and the full graph must be acyclic."""
     declared: Threaded[S] = model  # type: ignore[assignment]
+    held: Callable[[S, str], frozenset[str]] | None = getattr(model, "held", None)
     graph = nx.DiGraph()
     for state in states:
         enabled = {a.name: a for a in model.enabled(state)}
         for a in enabled.values():
-            graph.add_edge(model.key(state), model.key(model.step(state, a)[0]))
+            successor = model.step(state, a)[0]
+            graph.add_edge(model.key(state), model.key(successor))
+            threads: Sequence[str] = model.threads  # type: ignore[attr-defined]
+            locks: list[frozenset[str]] = [frozenset()]
+            if held is not None:
+                locks += [held(state, t) for t in threads if t != a.name]
+            for locked in locks:
+                error = _future_error(model, state, a.name, successor, locked)
+                if error is not None:
+                    return error
         for t, a in enabled.items():
             for u, b in enabled.items():
                 if t >= u or conflict(declared.footprint(state, t), declared.footprint(state, u)):
@@ -172,3 +230,77 @@ def independence_error(model: Model[S], states: Sequence[S]) -> str | None:
     if not nx.is_directed_acyclic_graph(graph):
         return "the state graph has a cycle: an ample set could postpone a thread for ever"
     return None
+
+
+class Shortest(NamedTuple):
+    """A finding's shortest path, and what confirming it cost."""
+
+    path: tuple[Action, ...]
+    reduced: int  # the length the reduced search found
+    confirmed_states: int  # the states of the full breadth-first search to one step less
+
+
+def shortest_path(model: Model[S], path: Sequence[Action], name: str) -> Shortest:
+    """The shortest path to a state breaking invariant `name`, from `path`, one a reduced search found (a reduced
+    graph keeps every verdict, not every shortest path): the path cut to the causal past of its last step (the
+    steps independent of it, and of what it depends on, commute behind it: the cut path still breaks `name` with
+    its last step, which reads what it read), then a breadth-first search of the full model to one step less,
+    which either finds a shorter path (then the shortest) or shows there is none."""
+    declared: Threaded[S] = model  # type: ignore[assignment]
+    states = [model.initial()]
+    for action in path:
+        states.append(model.step(states[-1], action)[0])
+    kept = [len(path) - 1]
+    for j in range(len(path) - 2, -1, -1):
+        mine = declared.footprint(states[j], path[j].name)
+        if any(path[k].name == path[j].name or conflict(mine, declared.footprint(states[k], path[k].name))
+               for k in kept):
+            kept.append(j)
+    cut = tuple(path[j] for j in sorted(kept))
+    best = cut if _breaks_last(model, cut, name) else tuple(path)
+    shorter, visited = _search(model, name, len(best) - 1)
+    return Shortest(shorter if shorter is not None else best, len(path), visited)
+
+
+def _breaks_last(model: Model[S], path: Sequence[Action], name: str) -> bool:
+    """Whether `path` runs on the model and breaks `name` with its last step only."""
+    holds = next(i.holds for i in model.invariants if i.name == name)
+    state = model.initial()
+    for action in path:
+        if not holds(state) or action not in model.enabled(state):
+            return False
+        state = model.step(state, action)[0]
+    return not holds(state)
+
+
+def _search(model: Model[S], name: str, depth: int) -> tuple[tuple[Action, ...] | None, int]:
+    """A shortest path of at most `depth` steps to a state breaking `name` (breadth-first), or None; and the
+    states visited."""
+    holds = next(i.holds for i in model.invariants if i.name == name)
+    start = model.initial()
+    parents: dict[Hashable, tuple[Hashable, Action] | None] = {model.key(start): None}
+    if not holds(start):
+        return (), 1
+    level = [start]
+    for _ in range(depth):
+        following = []
+        for state in level:
+            for action in model.enabled(state):
+                successor = model.step(state, action)[0]
+                key = model.key(successor)
+                if key in parents:
+                    continue
+                parents[key] = (model.key(state), action)
+                if not holds(successor):
+                    return _back(parents, key), len(parents)
+                following.append(successor)
+        level = following
+    return None, len(parents)
+
+
+def _back(parents: Mapping[Hashable, tuple[Hashable, Action] | None], key: Hashable) -> tuple[Action, ...]:
+    out: list[Action] = []
+    while (edge := parents[key]) is not None:
+        key, action = edge
+        out.append(action)
+    return tuple(reversed(out))

@@ -1,8 +1,10 @@
 """Partial-order reduction and the preemption bound (properties/engines/reduction.py) on the lock models.
 
-The reduced searches must keep every verdict and every shortest counterexample of the full one, on fewer
-states; the independence a model declares is audited on its reachable states (and an under-declared one is
-caught); a preemption bound finds the lost wake-up with one preemption, and nothing with none.
+The reduced searches must keep every verdict of the full one on fewer states, and `shortest_path` must give
+back every shortest counterexample (a persistent set may reach a flag by a longer path first); the independence
+a model declares, its futures and the locks that bound them are audited on its reachable states (and an
+under-declared one is caught); a preemption bound finds the lost wake-up with one preemption, and nothing with
+none.
 """
 
 from __future__ import annotations
@@ -15,8 +17,14 @@ import pytest
 from models.core import Param
 from models.keyshared_locks import KeySharedLocksModel, LocksState
 from properties.engines.explorer import Exploration, explore
-from properties.engines.reduction import Footprint, PartialOrder, PreemptionBounded, independence_error
-from properties.keyshared.binding import LOCKS_EXPLORE_CONFIGS
+from properties.engines.reduction import (
+    Footprint,
+    PartialOrder,
+    PreemptionBounded,
+    independence_error,
+    shortest_path,
+)
+from properties.keyshared.binding import LOCKS_EXPLORE_CONFIGS, LOCKS_NIGHTLY_CONFIGS
 from tests.engines.tiny import CounterModel
 
 
@@ -29,14 +37,30 @@ def _full(config: Mapping[str, Param]) -> tuple[KeySharedLocksModel, Exploration
     return model, explore(model, terminal_ok=model.terminal_ok, check_liveness=False)
 
 
-@pytest.mark.parametrize("name", list(LOCKS_EXPLORE_CONFIGS))
+SMALL = {**LOCKS_EXPLORE_CONFIGS, "locks-wide-small": LOCKS_NIGHTLY_CONFIGS["locks-wide-small"]}
+
+
+@pytest.mark.parametrize("name", list(SMALL))
 def test_partial_order_reduction_keeps_every_verdict_and_shortest_trace_on_fewer_states(name: str) -> None:
-    model, full = _full(LOCKS_EXPLORE_CONFIGS[name])
+    model, full = _full(SMALL[name])
     assert independence_error(model, full.states) is None
     reduced = PartialOrder(model)
     result = explore(reduced, terminal_ok=reduced.terminal_ok, check_liveness=False)
-    assert result.complete and _verdicts(result) == _verdicts(full)
+    assert result.complete and {f.name for f in result.findings} == {f.name for f in full.findings}
+    shortest = {(f.name, len(shortest_path(model, f.path, f.name).path)) for f in result.findings}
+    assert shortest == _verdicts(full)
     assert len(result.states) < len(full.states)
+
+
+def test_a_reduced_search_may_reach_a_flag_late_and_the_shortest_path_is_restored() -> None:
+    """locks-batch: the persistent sets reach the lost wake-up in 18 steps; cut to its causal past and checked by a
+    full search to 16 steps, the path is the full search's 17."""
+    model, full = _full(LOCKS_EXPLORE_CONFIGS["locks-batch"])
+    reduced = PartialOrder(model)
+    (late,) = explore(reduced, terminal_ok=reduced.terminal_ok, check_liveness=False).findings
+    found = shortest_path(model, late.path, "LK-6")
+    assert (found.reduced, len(found.path)) == (18, 17) and 0 < found.confirmed_states < len(full.states)
+    assert _verdicts(full) == {("LK-6", 17)}
 
 
 class _Careless(KeySharedLocksModel):
@@ -51,8 +75,23 @@ def test_three_threads_are_explored_completely_with_and_without_reduction() -> N
     model, full = _full(LOCKS_EXPLORE_CONFIGS["locks-membership"])
     reduced = PartialOrder(model)
     result = explore(reduced, terminal_ok=reduced.terminal_ok, check_liveness=False)
-    assert len(full.states) == 2018 and len(result.states) < 1900
+    assert len(full.states) == 2018 and len(result.states) < 1700
     assert _verdicts(result) == _verdicts(full) == {("LK-6", 15)}
+
+
+class _Overlocked(KeySharedLocksModel):
+    """Declares that a thread holding any lock keeps every other thread out of every lock."""
+
+    def held(self, state: LocksState, thread: str) -> frozenset[str]:
+        mine = super().held(state, thread)
+        return frozenset({"tlock", "dispatcher", "map1", "map2", "map1:read", "map2:read"}) if mine else mine
+
+
+def test_futures_bounded_by_locks_nobody_holds_are_caught_by_the_audit() -> None:
+    model = _Overlocked(LOCKS_EXPLORE_CONFIGS["locks"])
+    states = explore(model, terminal_ok=model.terminal_ok, check_liveness=False).states
+    error = independence_error(model, states)
+    assert error is not None and "outside its declared future" in error
 
 
 def test_an_under_declared_independence_is_caught_by_the_audit() -> None:
