@@ -8,9 +8,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import multiprocessing
+import queue
+import resource
 import time
+import traceback
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,12 +25,13 @@ from hypothesis import settings as Settings
 
 from models.core import Action, Model, Param
 from properties.cli.common import PASS, VIOLATED, UsageError, _mechanisms, _model, _progress, _table, _width, _wrapped
+from properties.cli.explored import Explored, Graphs
 from properties.cli.report import render
-from properties.engines import profiles
-from properties.engines.conformance import Conformance, conform
+from properties.engines import cache, interrupts, profiles
+from properties.engines.conformance import Conformance, Tour, conform
 from properties.engines.counterexamples import shrunk
-from properties.engines.coverage import Coverage, Recorder, from_exploration
-from properties.engines.explorer import Exploration, Finding, Progress, explore
+from properties.engines.coverage import Coverage, Portable, Recorder
+from properties.engines.explorer import Exploration, Finding, Progress, can_fork, explore
 from properties.engines.lockstep import DIVERGENCE
 from properties.engines.mechanism import Mechanism
 from properties.engines.reduction import PartialOrder, PreemptionBounded, shortest_path
@@ -189,16 +194,26 @@ class _Report:
     """By engine, then mechanism."""
     current_failed: set[tuple[str, str, str]] = field(default_factory=set)
     """(mechanism, engine, configuration) where the current variant failed: twins are not judged there."""
+    on_row: Callable[[list[str], int, dict[str, object]], None] | None = None
+    """Told every row as it is added (a forked check streams its rows to the parent)."""
+    cpu_mark: float = field(default_factory=lambda: cpu_seconds())
+    """CPU seconds of this process (and its reaped workers) when the last row was added."""
 
     def judged(self, mechanism: str, engine: str, config: str) -> bool:
         """A twin's catch counts only where the current variant passes the same configuration."""
         return (mechanism, engine, config) not in self.current_failed
 
     def add(self, row: list[str], code: int, found: dict[str, object] | None = None) -> None:
+        """Add a row; `found["after_s"]`, where a forked check already measured it, is kept."""
+        cpu, self.cpu_mark = self.cpu_mark, cpu_seconds()
+        entry = {"after_s": round(time.perf_counter() - self.started, 3), "cpu_s": round(self.cpu_mark - cpu, 3),
+                 **(found or {})}
         self.rows.append(row)
         self.codes.append(code)
-        self.found.append({**(found or {}), "after_s": round(time.perf_counter() - self.started, 3)})
+        self.found.append(entry)
         self.worst = max(self.worst, code)
+        if self.on_row is not None:
+            self.on_row(row, code, entry)
         if code != PASS and self.fail_fast:
             raise _Stop
 
@@ -233,20 +248,25 @@ class _Report:
 
 
 
-def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report) -> bool:
+def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report,
+                    graphs: Graphs) -> bool:
     expected = mechanism.twins.get(variant)
     caught = False
-    for config_name, config in mechanism.explore_configs.items():
+    for config_name, config in _explore_configs(args, mechanism).items():
         if caught:
             break  # the twin is caught; its remaining configurations add nothing (as for Hypothesis)
-        result = run_explorer(mechanism, variant, config_name, args.max_states)
+        started = time.perf_counter()
+        result = graphs.explored(mechanism, variant, config_name)
         if variant == mechanism.current:
-            report.cover("explorer", from_exploration(mechanism, _model(mechanism, config, variant), result))
+            action_names = tuple(_model(mechanism, config, variant).action_names)
+            report.cover("explorer", result.coverage(mechanism, variant, action_names))
         known = mechanism.findings.get(config_name, {}) if expected is None else {}
         names = [f.name for f in result.findings if f.name not in known]
-        detail = f"{len(result.states)} states, {result.transitions} transitions, depth {result.max_depth}"
+        detail = f"{result.states} states, {result.transitions} transitions, depth {result.max_depth}"
         if not result.complete:
             detail += " (bounded)"
+        if result.cached:
+            detail += f" (graph cached: explored in {result.elapsed_s:.1f}s)"
         if known:
             detail += f"; known finding(s) {', '.join(known)} on the next row"
         verdict, code = _verdict(names, expected)
@@ -266,7 +286,8 @@ def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str
             found = {"failures": names, "target": finding.name, "steps": len(finding.path), "trace": str(path),
                      "statement": mechanism.statement(finding.name, config)}
             _progress(f"reproduce: brokerspec replay {path}")
-        report.add([mechanism.name, f"explorer[{config_name}]", variant, verdict, detail, f"{result.elapsed_s:.1f}s"],
+        took = time.perf_counter() - started if result.cached else result.elapsed_s
+        report.add([mechanism.name, f"explorer[{config_name}]", variant, verdict, detail, f"{took:.1f}s"],
                    code if expected is None else PASS, found)
         if known:
             _known_findings(args, mechanism, variant, config_name, result, report)
@@ -275,8 +296,7 @@ def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str
 
 
 def _known_findings(
-    args: argparse.Namespace, mechanism: Mechanism, variant: str, config_name: str, result: Exploration[Any],
-    report: _Report,
+    args: argparse.Namespace, mechanism: Mechanism, variant: str, config_name: str, result: Explored, report: _Report,
 ) -> None:
     """The configuration's known findings, on their own row: each must still be found, as a twin must be caught.
 
@@ -344,9 +364,10 @@ def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: s
 
 def run_conformance(
     mechanism: Mechanism, variant: str, config_name: str, max_steps: int | None, max_states: int | None = None,
-    workers: int = 1,
+    workers: int = 1, planned: Tour | None = None,
 ) -> Conformance:
-    """Every transition of the explorer's configuration `config_name`, replayed on the reference."""
+    """Every transition of the explorer's configuration `config_name`, replayed on the reference (the `planned`
+    tour of its graph, where the caller has it)."""
     make_reference = mechanism.make_reference
     assert make_reference is not None
     config = mechanism.every_explore_config[config_name]
@@ -357,15 +378,16 @@ def run_conformance(
     return conform(lambda: mechanism.make_model(config, variant), lambda: make_reference(model.config, variant),
                    max_states=max_states, max_steps=max_steps, terminal_ok=getattr(model, "terminal_ok", None),
                    workers=workers, progress=lambda line: _progress(f"  conformance {label}: {line}"),
-                   known=frozenset(mechanism.findings.get(config_name, {})))
+                   known=frozenset(mechanism.findings.get(config_name, {})), planned=planned)
 
 
 
-def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report) -> None:
+def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report,
+                       graphs: Graphs) -> None:
     """The reference replays every explored transition (the current variant only: a twin's model shares its bug)."""
     if mechanism.make_reference is None or args.conformance_steps == 0:
         return  # no reference to replay on, or turned off
-    for config_name, config in mechanism.explore_configs.items():
+    for config_name, config in _explore_configs(args, mechanism).items():
         if mechanism.for_config(config).make_reference is None:
             why = mechanism.model_only[mechanism.scope(config)]
             report.add([mechanism.name, f"conformance[{config_name}]", variant, "not replayed",
@@ -374,7 +396,11 @@ def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: 
         steps = args.conformance_steps
         if steps is None:
             steps = mechanism.conformance_steps.get(config_name, CONFORMANCE_STEPS)
-        result = run_conformance(mechanism, variant, config_name, steps, args.max_states, args.workers)
+            cap = profiles.CHECK_PROFILES[args.profile].conformance_steps
+            steps = steps if cap is None else min(steps, cap)
+        started = time.perf_counter()  # the row's time includes the search when the graph was not kept
+        planned = graphs.tour(mechanism, variant, config_name, steps)
+        result = run_conformance(mechanism, variant, config_name, steps, args.max_states, args.workers, planned)
         detail = result.summary()
         found = result.deviation
         verdict, code = "pass", PASS
@@ -393,11 +419,13 @@ def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: 
                 finding["harness_defect"] = mechanism.unnamed_divergence(config, found.detail)
                 detail += f"; {finding['harness_defect']}"
         report.add([mechanism.name, f"conformance[{config_name}]", variant, verdict, detail,
-                    f"{result.elapsed_s:.1f}s"], code, finding if found is not None else None)
+                    f"{time.perf_counter() - started:.1f}s"], code, finding if found is not None else None)
 
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    if args.batches is None:
+        args.batches = profiles.CHECK_PROFILES[args.profile].batches
     report = _Report(fail_fast=args.fail_fast)
     with contextlib.suppress(_Stop):
         _run_check(args, report)
@@ -411,35 +439,157 @@ def cmd_check(args: argparse.Namespace) -> int:
     width = _width()
     print(_table(report.rows, ["mechanism", "engine", "variant/invariant", "verdict", "detail", "time"], long=4,
                  width=width))
-    for engine, by_mechanism in report.coverage.items():
+    profile = profiles.CHECK_PROFILES[args.profile]
+    for engine, by_mechanism in report.coverage.items() if not profile.quick else ():
         print(f"\ncoverage ({engine}, current variant):")
         for name, coverage in by_mechanism.items():
             print("\n".join(_wrapped(f"{name}: {coverage.summary()}", width, "    ", first="  ")))
+    if profile.quick:
+        print("\nquick profile: the smallest configurations only, without twins, Hypothesis or Z3 (the gate is "
+              "`brokerspec check`)")
     print(f"\nbrokerspec check: {'PASS' if report.worst == PASS else 'FAIL'}")
     return report.worst
 
 
 
+def _explore_configs(args: argparse.Namespace, mechanism: Mechanism) -> dict[str, Mapping[str, Param]]:
+    """The explore configurations the profile checks: the quick ones, the gate's, or the gate's and the nightly."""
+    profile = profiles.CHECK_PROFILES[args.profile]
+    if profile.quick:
+        names = mechanism.quick_configs or tuple(mechanism.explore_configs)[:1]
+        return {name: mechanism.explore_configs[name] for name in names}
+    return dict(mechanism.every_explore_config if profile.nightly else mechanism.explore_configs)
+
+
+def _check_mechanism(args: argparse.Namespace, mechanism: Mechanism, report: _Report) -> None:
+    """Every engine of the profile on one mechanism: its rows, in the order the table shows them."""
+    profile = profiles.CHECK_PROFILES[args.profile]
+    graphs = Graphs(None if args.no_cache else cache.default_folder(), args.max_states)
+    variants = [args.variant] if args.variant else list(mechanism.variants)
+    if profile.quick:
+        variants = [v for v in variants if v == mechanism.current]
+    for variant in variants:
+        _model(mechanism, None, variant)
+        expected = mechanism.twins.get(variant)
+        if expected is None:
+            _check_conformance(args, mechanism, variant, report, graphs)
+        for engine in ("explorer", "hypothesis") if profile.hypothesis is not None else ("explorer",):
+            if engine == "explorer":
+                caught = _check_explorer(args, mechanism, variant, report, graphs)
+            else:
+                caught = _check_hypothesis(args, mechanism, variant, report)
+            if not caught and expected is not None:
+                report.add([mechanism.name, engine, variant, f"TWIN MISSED ({expected})",
+                            "no configuration of this engine caught the known bug", ""], VIOLATED)
+    if mechanism.proofs is not None and not args.variant and not profile.quick:
+        _progress(f"  z3 {mechanism.name}: depth {args.depth}")
+        for proof, must_hold in mechanism.proofs(args.depth):
+            ok = proof.holds == must_hold
+            verdict = ("proved" if proof.holds else "twin caught") if ok else (
+                "PROOF FAILED" if must_hold else "TWIN MISSED")
+            report.add([mechanism.name, f"z3[{proof.system}]", proof.invariant, verdict, proof.summary(),
+                        f"{proof.elapsed_s:.1f}s"], PASS if ok else VIOLATED)
+
+
 def _run_check(args: argparse.Namespace, report: _Report) -> None:
-    for mechanism in _mechanisms(args.mechanism):
-        variants = [args.variant] if args.variant else list(mechanism.variants)
-        for variant in variants:
-            _model(mechanism, None, variant)
-            expected = mechanism.twins.get(variant)
-            if expected is None:
-                _check_conformance(args, mechanism, variant, report)
-            for engine, check in (("explorer", _check_explorer), ("hypothesis", _check_hypothesis)):
-                if not check(args, mechanism, variant, report) and expected is not None:
-                    report.add([mechanism.name, engine, variant, f"TWIN MISSED ({expected})",
-                                "no configuration of this engine caught the known bug", ""], VIOLATED)
-        if mechanism.proofs is not None and not args.variant:
-            _progress(f"  z3 {mechanism.name}: depth {args.depth}")
-            for proof, must_hold in mechanism.proofs(args.depth):
-                ok = proof.holds == must_hold
-                verdict = ("proved" if proof.holds else "twin caught") if ok else (
-                    "PROOF FAILED" if must_hold else "TWIN MISSED")
-                report.add([mechanism.name, f"z3[{proof.system}]", proof.invariant, verdict, proof.summary(),
-                            f"{proof.elapsed_s:.1f}s"], PASS if ok else VIOLATED)
+    """The mechanisms one after the other, or shared among `--workers` forked processes (each then replays with
+    one): the rows are the same and in the same order either way, only the times differ."""
+    mechanisms = _mechanisms(args.mechanism)
+    workers = min(args.workers, len(mechanisms))
+    if workers <= 1 or not can_fork():
+        for mechanism in mechanisms:
+            _check_mechanism(args, mechanism, report)
+        return
+    _run_parallel(argparse.Namespace(**{**vars(args), "workers": 1}), mechanisms, workers, report)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of the workers it has reaped (a conformance replay's forked ones)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def _seconds(cell: str) -> float:
+    """A row's time cell ("1.5s", or "" where it has none) in seconds."""
+    return float(cell.removesuffix("s") or 0)
+
+
+def _streamer(results: Any, index: int) -> Callable[[list[str], int, dict[str, object]], None]:
+    """A forked check's `on_row`: every row goes to the parent as it is added, with its mechanism's index."""
+    return lambda row, code, found: results.put(("row", index, (row, code, found)))
+
+
+def _run_parallel(args: argparse.Namespace, mechanisms: Sequence[Mechanism], workers: int, report: _Report) -> None:
+    """Each mechanism checked in a forked process, `workers` at a time, longest first by the last run's times
+    (what it did not time first: the longest-processing-time rule); their rows are streamed back (so
+    `--fail-fast` stops every process at the first failing row) and added mechanism by mechanism in the
+    registry's order, as the serial check adds them."""
+    timings = cache.GraphCache(None if args.no_cache else cache.default_folder())
+    last: dict[str, float] = timings.get("timings", f"check-{args.profile}") or {}
+    context = multiprocessing.get_context("fork")
+    results: Any = context.Queue()
+    todo: Any = context.SimpleQueue()  # no feeder thread in this process: it forks next
+    for index in sorted(range(len(mechanisms)), key=lambda i: -last.get(mechanisms[i].name, float("inf"))):
+        todo.put(index)
+    for _ in range(workers):
+        todo.put(None)
+
+    def work() -> None:
+        try:
+            while (index := todo.get()) is not None:
+                part = _Report(fail_fast=args.fail_fast, started=report.started, on_row=_streamer(results, index))
+                try:
+                    with contextlib.suppress(_Stop):
+                        _check_mechanism(args, mechanisms[index], part)
+                except UsageError as error:
+                    results.put(("error", index, str(error)))
+                    return
+                results.put(("done", index, [(engine, covered.portable()) for engine, by in part.coverage.items()
+                                             for covered in by.values()]))
+        except BaseException as error:  # a defect of the harness: said, never a parent waiting for ever
+            traceback.print_exc()
+            results.put(("crash", -1, f"{type(error).__name__}: {error}"))
+        finally:
+            results.put(None)
+
+    processes = [context.Process(target=interrupts.ignoring_interrupts(work), daemon=True) for _ in range(workers)]
+    rows: dict[int, list[tuple[list[str], int, dict[str, object]]]] = {i: [] for i in range(len(mechanisms))}
+    coverage: dict[int, list[tuple[str, Portable]]] = {}
+    try:
+        for process in processes:
+            interrupts.start(process)
+        finished, stop = 0, False
+        while finished < workers and not stop:
+            try:
+                item = results.get(timeout=1.0)
+            except queue.Empty:
+                if not any(p.is_alive() for p in processes) and results.empty():
+                    raise RuntimeError("a check worker ended without its rows") from None
+                continue
+            if item is None:
+                finished += 1
+                continue
+            kind, index, payload = item
+            if kind == "error":
+                raise UsageError(payload)
+            if kind == "crash":
+                raise RuntimeError(f"a check worker failed: {payload}")
+            if kind == "done":
+                coverage[index] = payload
+                continue
+            rows[index].append(payload)
+            stop = payload[1] != PASS and args.fail_fast
+    finally:  # Ctrl-C, an error or --fail-fast before they are done: the workers, which ignore Ctrl-C, are stopped
+        interrupts.stop([p for p in processes if p.pid is not None])
+    if len(coverage) == len(mechanisms) and not args.fail_fast:  # every one ran to its end: its time orders the next
+        took = {mechanisms[i].name: sum(_seconds(row[5]) for row, _, _ in rows[i]) for i in coverage}
+        timings.put("timings", f"check-{args.profile}", took)
+    with contextlib.suppress(_Stop):
+        for index, mechanism in enumerate(mechanisms):
+            for row, code, found in rows[index]:
+                report.add(row, code, found)
+            for engine, portable in coverage.get(index, []):
+                report.cover(engine, Coverage.restored(mechanism, portable))
 
 
 

@@ -165,6 +165,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
             return INFRA
         return PASS
 
+    if args.gate:  # the check as a gate (properties/cli/gate_bench.py)
+        from properties.cli.gate_bench import as_json, gate_bench, markdown
+
+        runs, kills = gate_bench(_mechanisms(args.mechanism), progress=_progress)
+        print(json.dumps(as_json(runs, kills), indent=1) if args.json else markdown(runs, kills))
+        return PASS if all(run.code == PASS for run in runs) and all(kill.killed for kill in kills) else VIOLATED
+
     folder = Path(args.out)
     mechanisms = _mechanisms(args.mechanism)
     try:
@@ -317,24 +324,30 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="every engine on every mechanism, with a summary table")
     common(check)
     check.add_argument("--variant", type=_name, help="only this variant (default: current and its known-bad twins)")
-    check.add_argument("--batches", type=_at_least(1), default=3,
-                       help="Hypothesis batches per configuration, seeds SEED, SEED+1, ... (default 3; deterministic)")
+    check.add_argument("--batches", type=_at_least(1), default=None,
+                       help="Hypothesis batches per configuration, seeds SEED, SEED+1, ... (default: the profile's, 1 "
+                            "in ci and dev, 3 in nightly; deterministic)")
     check.add_argument("--budget", type=_at_least(0.0, float), default=None,
                        help="optional cap in seconds on each configuration's Hypothesis batches (default: none)")
     check.add_argument("--conformance-steps", type=_at_least(0), default=None,
                        help=f"replayed steps per configuration for the conformance exploration (default "
                             f"{CONFORMANCE_STEPS:,}, or less where a mechanism says so for a large "
                             f"configuration; 0 turns it off)")
-    check.add_argument("--profile", default="ci", choices=profiles.PROFILES,
-                       help="Hypothesis profile: dev (fast), ci (derandomized, the default), nightly (long)")
+    check.add_argument("--profile", default="ci", choices=tuple(profiles.CHECK_PROFILES),
+                       help="quick (each mechanism's smallest configurations replayed on the code: a pre-commit "
+                            "hook), dev (fast Hypothesis), ci (the gate, the default), nightly (also the large "
+                            "configurations and Hypothesis' full budget)")
+    check.add_argument("--no-cache", action="store_true",
+                       help="explore every model again instead of reusing the graphs kept from earlier runs of the "
+                            "same model code (the reference is replayed either way)")
     check.add_argument("--depth", type=_at_least(1), default=10, help="Z3 bounded-proof depth (default 10)")
     check.add_argument("--max-states", type=_at_least(1), default=None,
                        help="bound each exploration to this many states (default: no bound; the row then says bounded)")
     check.add_argument("--out", default="brokerspec-out", help="where counterexample traces are written")
     check.add_argument("--junit", metavar="FILE", help="also write the table as JUnit XML")
     check.add_argument("--workers", type=_at_least(1), default=min(2, os.cpu_count() or 1),
-                       help="processes that share the conformance replay (default: 2, or 1 on one core); the "
-                            "verdict is the same for any number")
+                       help="processes that share the check: the mechanisms, or one mechanism's conformance replay "
+                            "(default: 2, or 1 on one core); the verdicts are the same for any number")
     check.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     check.add_argument("--fail-fast", action="store_true", help="stop at the first failing row")
     check.set_defaults(run=cmd_check)
@@ -476,6 +489,9 @@ def _parser() -> argparse.ArgumentParser:
     common(bench_p)
     bench_p.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
     bench_p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+    bench_p.add_argument("--gate", action="store_true",
+                         help="the default check's wall and CPU time per mechanism and engine, with an empty graph "
+                              "cache and a warm one, and which engine kills each planted bug first, and when")
     bench_p.add_argument("--pipeline", nargs="?", type=int, const=10_000_000, metavar="EVENTS",
                          help="measure the Spark pipeline instead, on a log of EVENTS events (default 10,000,000) "
                               "of each --mechanism (default: keyshared, topiclist and delayed)")

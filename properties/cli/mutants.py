@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,17 +115,21 @@ def patched_tree(mutant: Mutant, into: Path) -> None:
         raise MutantError(f"{mutant.path}: does not apply: {reason}")
 
 
-def run(mutant: Mutant, *, current: str, timeout_s: float = 600.0, extra: Sequence[str] = ()) -> Kill:
-    """Run the default check of the mutant's mechanism, current variant, on a patched copy of the project."""
+def run(
+    mutant: Mutant, *, current: str, timeout_s: float = 600.0, extra: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> Kill:
+    """Run the default check of the mutant's mechanism, current variant, on a patched copy of the project (with
+    `env` added to the environment: `bench --gate` points the graph cache at its own folder)."""
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as scratch:
         tree = Path(scratch)
         patched_tree(mutant, tree)
         argv = [sys.executable, "-m", "properties.cli", "check", "--mechanism", mutant.mechanism, "--variant", current,
                 "--fail-fast", "--json", "--out", str(tree / "out"), *extra]
-        env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+        environment = {**os.environ, **(env or {}), "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
         started = time.perf_counter()
         try:
-            done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout_s,
+            done = subprocess.run(argv, cwd=tree, env=environment, capture_output=True, text=True, timeout=timeout_s,
                                   check=False)
         except subprocess.TimeoutExpired:
             return Kill(mutant, -1, "", (), "timeout", 0, timeout_s, timeout_s, "", f"no verdict in {timeout_s:g}s")

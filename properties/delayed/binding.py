@@ -406,6 +406,7 @@ MECHANISM = Mechanism(
         "DD-I11": Property("the tick gate's last run is when the harness last ran the timer task live (a fired "
                            "handle, or a run of a handle not cancelled)", ("reference",)),
     },
+    quick_configs=("small",),
     explore_configs={"small": EXPLORE_CONFIG, "small_strict": {**EXPLORE_CONFIG, "strict": True}},
     hypothesis_configs={"default": HYPOTHESIS_CONFIG, "strict": {**HYPOTHESIS_CONFIG, "strict": True}},
     proofs=delayed_z3.proofs,

@@ -235,6 +235,55 @@ def tour(exploration: Exploration[Any]) -> Iterator[tuple[int, ...]]:
             yield tuple(walk)
 
 
+@dataclass(frozen=True)
+class Tour:
+    """The walks a conformance replay runs, and what it needs of the explored graph to shorten a failing one.
+
+    Computed from the model alone, so `properties.engines.cache` keeps it between runs of an unchanged model.
+    Edges are numbered as the explorer numbered them; equal actions are one object (a compact pickle).
+    """
+
+    states: int
+    edges: int
+    complete: bool
+    """The exploration was complete and the walks cover every edge (no step budget cut them)."""
+    labels: tuple[Action, ...]
+    """The action of every edge."""
+    sources: tuple[int, ...]
+    """The state every edge leaves."""
+    parents: tuple[int, ...]
+    tree_edges: tuple[int, ...]
+    """Per state, the state and the edge that first reached it (-1 for the initial state)."""
+    walks: tuple[tuple[int, ...], ...]
+    """Edge indices, in replay order."""
+
+    @staticmethod
+    def of(exploration: Exploration[Any], max_steps: int | None = None) -> Tour:
+        """The tour of `exploration` (explored with `record_labels`), cut at `max_steps` replayed steps."""
+        assert exploration.labels is not None, "explore(..., record_labels=True) keeps the actions of the edges"
+        complete = exploration.complete
+        walks: list[tuple[int, ...]] = []
+        steps = 0
+        for walk in tour(exploration):
+            if max_steps is not None and steps + len(walk) > max_steps:
+                complete = False
+                break
+            walks.append(walk)
+            steps += len(walk)
+        interned: dict[Action, Action] = {}
+        return Tour(len(exploration.states), exploration.transitions, complete,
+                    tuple(interned.setdefault(a, a) for a in exploration.labels), tuple(exploration.edges[0]),
+                    tuple(exploration.parents), tuple(exploration.tree_edges), tuple(walks))
+
+    def path_to(self, state: int) -> tuple[Action, ...]:
+        """The shortest action path from the initial state to `state`."""
+        out: list[Action] = []
+        while self.parents[state] >= 0:
+            out.append(self.labels[self.tree_edges[state]])
+            state = self.parents[state]
+        return tuple(reversed(out))
+
+
 def conform(
     make_model: Callable[[], Model[Any]],
     make_implementation: Callable[[], Implementation],
@@ -245,48 +294,42 @@ def conform(
     workers: int = 1,
     progress: Callable[[str], None] | None = None,
     known: frozenset[str] = frozenset(),
+    planned: Tour | None = None,
 ) -> Conformance:
     """Explore `make_model()`'s states, then replay a tour of every edge on fresh implementations.
 
     Stops at the first deviation (shrunk to the shortest path to its edge where it reproduces) or
     after `max_steps` replayed steps (the result is then bounded). With `workers` > 1 the walks are
     shared among forked processes; the verdict is the same as with one (the failing walk of lowest
-    index wins, and every walk before it has run), so the count of steps is too.
+    index wins, and every walk before it has run), so the count of steps is too. A `planned` tour (one
+    kept from an earlier run of the same model) is replayed as it is: the model is not explored again.
     """
     started = time.perf_counter()
-    model = make_model()
-    exploration = explore(model, max_states=max_states, check_liveness=False, check_deadlock=False,
-                          terminal_ok=terminal_ok, record_labels=True)
-    labels = exploration.labels
-    assert labels is not None
-    complete = exploration.complete
-    budgeted: list[tuple[int, ...]] = []
-    steps = 0
-    for walk in tour(exploration):
-        if max_steps is not None and steps + len(walk) > max_steps:
-            complete = False
-            break
-        budgeted.append(walk)
-        steps += len(walk)
-    actions = [[labels[e] for e in walk] for walk in budgeted]
+    if planned is None:
+        exploration = explore(make_model(), max_states=max_states, check_liveness=False, check_deadlock=False,
+                              terminal_ok=terminal_ok, record_labels=True)
+        planned = Tour.of(exploration, max_steps)
+    budgeted = list(planned.walks)
+    actions = [[planned.labels[e] for e in walk] for walk in budgeted]
     failed = _replay(make_model, make_implementation, actions, workers, progress, known)
     deviation: Deviation | None = None
+    steps = sum(len(w) for w in budgeted)
     if failed is not None:
         index, found = failed
         budgeted = budgeted[: index + 1]
         steps = sum(len(w) for w in budgeted[:index]) + len(found.actions)
-        deviation = _shortest(make_model, make_implementation, exploration, budgeted[index], found, known)
-    seen = bytearray(exploration.transitions)
+        deviation = _shortest(make_model, make_implementation, planned, budgeted[index], found, known)
+    seen = bytearray(planned.edges)
     for walk in budgeted if deviation is None else budgeted[:-1]:
         for e in walk:
             seen[e] = 1
     return Conformance(
-        states=len(exploration.states),
-        edges=exploration.transitions,
+        states=planned.states,
+        edges=planned.edges,
         covered=sum(seen),
         walks=len(budgeted),
         steps=steps,
-        complete=complete and deviation is None,
+        complete=planned.complete and deviation is None,
         elapsed_s=time.perf_counter() - started,
         deviation=deviation,
     )
@@ -354,18 +397,16 @@ def _replay(
 def _shortest(
     make_model: Callable[[], Model[Any]],
     make_implementation: Callable[[], Implementation],
-    exploration: Exploration[Any],
+    planned: Tour,
     walk: tuple[int, ...],
     found: Deviation,
     known: frozenset[str],
 ) -> Deviation:
     """The failing edge replayed at the end of the shortest path to its source, when it fails there alike."""
-    labels = exploration.labels
-    assert labels is not None
     edge = walk[len(found.actions) - 1] if found.actions else None
     if edge is None:
         return found
-    candidate = (*exploration.path_to(exploration.edges[0][edge]), labels[edge])
+    candidate = (*planned.path_to(planned.sources[edge]), planned.labels[edge])
     if len(candidate) >= len(found.actions):
         return found
     again, _ = run_walk(make_model(), make_implementation(), candidate, known)

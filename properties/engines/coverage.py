@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from hypothesis import seed as hypothesis_seed
 from hypothesis import settings as Settings
@@ -38,6 +38,15 @@ def records(value: Json | None) -> list[dict[str, Json]]:
 def as_int(value: Json | None) -> int:
     """`value` when it is an integer (not a bool), else 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+class Portable(NamedTuple):
+    """A coverage as plain values, to cross a process boundary."""
+
+    variant: str
+    action_names: tuple[str, ...]
+    actions: dict[str, int]
+    reached: frozenset[str]
 
 
 @dataclass
@@ -88,6 +97,17 @@ class Coverage:
         for name, count in other.actions.items():
             self.actions[name] = self.actions.get(name, 0) + count
         self.reached |= other.reached
+
+    def portable(self) -> Portable:
+        """What a forked process sends back of it (its predicates stay behind: they are the mechanism's)."""
+        return Portable(self.variant, self.action_names, dict(self.actions), frozenset(self.reached))
+
+    @classmethod
+    def restored(cls, mechanism: Mechanism, portable: Portable) -> Coverage:
+        """The coverage `portable` describes, of `mechanism`."""
+        covered = cls.of(mechanism, portable.variant, portable.action_names, portable.actions)
+        covered.reached |= portable.reached
+        return covered
 
     def summary(self) -> str:
         """One line: `actions 7/7, interesting states 4/4` plus what is missing."""

@@ -178,7 +178,7 @@ def explore(
     try:
         search = _Search(model, max_states, stop_on_violation, check_deadlock, terminal_ok, progress, record_labels,
                          symmetry)
-        if workers > 1 and _can_fork():
+        if workers > 1 and can_fork():
             search.by_levels(workers)
         else:
             search.serial(None)
@@ -188,7 +188,7 @@ def explore(
             gc.enable()
 
 
-def _can_fork() -> bool:
+def can_fork() -> bool:
     """Forking is safe only while this process has one thread (a lock another thread holds would stay locked)."""
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 

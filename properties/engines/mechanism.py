@@ -144,6 +144,9 @@ class Mechanism:
     nightly_configs: Mapping[str, Mapping[str, Param]] = field(default_factory=dict)
     """Explore configurations too large for the default gate: not in the default check; `explore --config` reaches
     them by name as it reaches `explore_configs`."""
+    quick_configs: tuple[str, ...] = ()
+    """The explore configurations `check --profile quick` replays on the reference (default: the first): the
+    smallest that still reach each of the mechanism's scopes, for a check under half a minute."""
     guards: Mapping[str, Mapping[str, Guard]] = field(default_factory=dict)
     """By scope the reference replays, every variable conformance compares (the keys of the model's `vars`) with
     its `Guard`: a divergence is a bug, and the guard is what names it, so that no bug ends as a bare divergence."""

@@ -663,6 +663,7 @@ MECHANISM = Mechanism(
     # Replayed in full first (the corners, the cursor jumps, the tracker scope and the lock scope: seconds each),
     # the broad bounded ones last, so a bug within the small configurations is killed before minutes go to the
     # large ones.
+    quick_configs=("collide", "tracker", "locks"),  # one per scope: the dispatcher, the tracker, its locks
     explore_configs={**_CORNERS, **_JUMPS, "tracker": TRACKER_EXPLORE_CONFIG,
                      "tracker-wide": TRACKER_WIDE_EXPLORE_CONFIG, **LOCKS_EXPLORE_CONFIGS,
                      **{k: v for k, v in EXPLORE_CONFIGS.items() if k not in _CORNERS and k not in _JUMPS}},

@@ -531,6 +531,7 @@ MECHANISM = Mechanism(
         "MD-P1": Property("successive periodic flushes start at least P apart (a diagnostic: a fixed-rate schedule "
                           "breaks it after a stall, a fixed-delay one does not)", ("bench",)),
     },
+    quick_configs=("small", "memory"),  # the store and the memory store
     explore_configs=EXPLORE_CONFIGS,
     hypothesis_configs={"default": HYPOTHESIS_CONFIG, "memory": HYPOTHESIS_MEMORY_CONFIG},
     proofs=proofs,

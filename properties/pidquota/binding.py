@@ -494,6 +494,7 @@ MECHANISM = Mechanism(
         "PQ-W": Property("after a sighting at s the PID sits in a layer created at or after s - ΔT, so it cannot "
                          "expire before s + H", ("z3",)),
     },
+    quick_configs=("horizon", "murmur"),  # the bounded horizon and the real hasher
     explore_configs={
         "horizon": HORIZON_CONFIG,
         "murmur": MURMUR_CONFIG,

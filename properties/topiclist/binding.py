@@ -805,6 +805,7 @@ MECHANISM = Mechanism(
     # Three requests, not the model's four: 24k states whose every transition the conformance
     # tour replays within its budget, where four (586k states, 3M transitions) cost minutes per
     # engine and were replayed only in part.
+    quick_configs=("semaphore", "flows", "semaphore-locks"),  # one per scope
     explore_configs={
         "semaphore": {**EXPLORE_CONFIG, "max_requests": 3},
         "flows": EXPLORE_FLOWS_CONFIG,

@@ -20,6 +20,7 @@ import pytest
 
 from properties import registry
 from properties.cli.check import _check_conformance, _Report
+from properties.cli.explored import Graphs
 from properties.engines.mechanism import HARNESS_INPUT, Guard, Mechanism
 from tests.engines.tiny import MECHANISM as TINY
 from tests.engines.tiny import CounterImpl
@@ -118,9 +119,9 @@ def _off_by_one(guards: dict[str, dict[str, Guard]]) -> Mechanism:
 def test_check_reports_an_unguarded_divergence_as_a_defect_of_the_harness(
     tmp_path: Path, guards: dict[str, dict[str, Guard]], said: str,
 ) -> None:
-    args = argparse.Namespace(conformance_steps=None, max_states=None, workers=1, out=str(tmp_path))
+    args = argparse.Namespace(conformance_steps=None, max_states=None, workers=1, out=str(tmp_path), profile="ci")
     report = _Report()
-    _check_conformance(args, _off_by_one(guards), "fixed", report)
+    _check_conformance(args, _off_by_one(guards), "fixed", report, Graphs(None, None))
     (row,) = report.as_json()
     assert row["verdict"] == "VIOLATED divergence"
     assert row["harness_defect"] == f"a defect of the harness: {said}"
