@@ -429,6 +429,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     report = _Report(fail_fast=args.fail_fast)
     with contextlib.suppress(_Stop):
         _run_check(args, report)
+    if not args.no_cache:
+        cache.GraphCache(cache.default_folder()).prune()
     if not report.rows:
         raise UsageError("no mechanism to check")
     if args.junit:

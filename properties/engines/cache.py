@@ -9,7 +9,8 @@ hand. Only the model side is kept: the replay on the reference, which checks the
 
 Entries are pickles written atomically (a temporary file renamed into place), so processes that fill the
 same entry at once (pytest-xdist workers, parallel checks) each leave a whole one. A file that cannot be
-read, or of another format, is a miss. The folder is `$BROKERSPEC_CACHE`, else `$XDG_CACHE_HOME/brokerspec`,
+read, or of another format, is a miss; a check then prunes the folder to `LIMIT_BYTES`, the entries used longest
+ago first. The folder is `$BROKERSPEC_CACHE`, else `$XDG_CACHE_HOME/brokerspec`,
 else `~/.cache/brokerspec`; `check --no-cache` reads and writes none.
 """
 
@@ -26,6 +27,10 @@ from typing import Any
 
 FORMAT = 1
 """Bumped when what an entry holds changes shape: older entries then miss."""
+
+LIMIT_BYTES = 512 * 1024 * 1024
+"""What the folder may hold after a check: the entries used longest ago go first (one check of every mechanism
+keeps about 20 MB, and each edit of a model adds its own entries beside the old ones)."""
 
 ENV = "BROKERSPEC_CACHE"
 
@@ -66,9 +71,11 @@ class GraphCache:
         """The entry, or None when it is absent or unreadable."""
         if self.folder is None:
             return None
+        path = self.folder / kind / f"{name}.pickle"
         try:
-            with (self.folder / kind / f"{name}.pickle").open("rb") as file:
+            with path.open("rb") as file:
                 stored_format, value = pickle.load(file)
+            os.utime(path)  # used now: the last to be pruned
         except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError):
             stored_format, value = None, None
         if stored_format != FORMAT:
@@ -82,10 +89,37 @@ class GraphCache:
         if self.folder is None:
             return
         folder = self.folder / kind
+        written: Path | None = None
         try:
             folder.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{name}.", delete=False) as file:
+                written = Path(file.name)
                 pickle.dump((FORMAT, value), file, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(file.name, folder / f"{name}.pickle")
+            os.replace(written, folder / f"{name}.pickle")
         except OSError:
-            return
+            if written is not None:
+                written.unlink(missing_ok=True)
+
+    def prune(self, limit_bytes: int = LIMIT_BYTES) -> int:
+        """Delete the entries used longest ago until the folder holds at most `limit_bytes`; how many went."""
+        if self.folder is None:
+            return 0
+        entries = []
+        for path in self.folder.glob("*/*.pickle"):
+            try:
+                status = path.stat()
+            except OSError:
+                continue
+            entries.append((status.st_mtime, status.st_size, path))
+        total = sum(size for _, size, _ in entries)
+        pruned = 0
+        for _, size, path in sorted(entries, key=lambda entry: entry[0]):
+            if total <= limit_bytes:
+                break
+            try:
+                path.unlink()
+            except OSError:
+                continue
+            total -= size
+            pruned += 1
+        return pruned

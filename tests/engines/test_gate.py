@@ -8,6 +8,7 @@ worker that fails or finds a bug under `--fail-fast` ends the check at once.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -164,3 +165,15 @@ def test_the_gate_table_sums_each_mechanism_and_engine() -> None:
     assert "| m | conformance | 2 | 5.0 | 4.0 | 2.0 | 1.5 |" in table
     assert "| m | z3 | 1 | 0.0 | 0.2 | 0.0 | 0.0 |" in table
     assert table.startswith("Default `brokerspec check`: 10 s wall, 12 s CPU")
+
+
+def test_pruning_drops_the_entries_used_longest_ago(tmp_path: Path) -> None:
+    kept = cache.GraphCache(tmp_path)
+    for name in ("old", "used", "new"):
+        kept.put("tour", name, b"x" * 1000)
+    for age, name in ((300, "old"), (200, "used"), (100, "new")):
+        stamp = time.time() - age
+        os.utime(tmp_path / "tour" / f"{name}.pickle", (stamp, stamp))
+    assert kept.get("tour", "used") is not None  # reading marks it used now
+    assert kept.prune(limit_bytes=2500) == 1
+    assert sorted(p.stem for p in (tmp_path / "tour").glob("*.pickle")) == ["new", "used"]
