@@ -777,6 +777,11 @@ class KeySharedLocksModel:
             known = self._futures[key] = _reach(self.programs[i], t.op, t.pc, False, self._objects, held)
         return known
 
+    def position(self, state: LocksState, thread: str) -> tuple[int, int]:
+        """Where the thread is (its operation and pc): its footprint and futures depend on nothing else."""
+        t = state.threads[self.threads.index(thread)]
+        return t.op, t.pc
+
     def held(self, state: LocksState, thread: str) -> frozenset[str]:
         """The locks the thread holds that keep other threads out: `tlock` (the tracker's write lock or monitor),
         `map<c>` (a map's write lock), `map<c>:read` (its read lock: writers wait) and `dispatcher`."""

@@ -169,3 +169,18 @@ def test_page_reports_the_time_to_kill_each_planted_bug(tmp_path: Path) -> None:
     ]
     assert "1 of 2 planted bugs killed by name." in page.splitlines()[2]
     assert "mutant_" not in page.split("## All measurements")[1]
+
+
+def test_the_reduction_figures_are_measured_in_one_run_and_keep_every_shortest_finding() -> None:
+    """`bench_reduction` on two lock configurations: fewer states with partial-order reduction, the lost wake-up
+    at its full search's length (17 for locks-batch, which the reduced graph first reaches in 18)."""
+    from properties.keyshared.binding import LOCKS_EXPLORE_CONFIGS
+
+    keyshared = replace(registry.get("keyshared"), nightly_configs={},
+                        explore_configs={n: LOCKS_EXPLORE_CONFIGS[n] for n in ("locks", "locks-batch")})
+    figures = bench.bench_reduction(keyshared)
+    assert str(figures["reduction[locks-batch]_full"]).startswith("100 states in ")
+    assert figures["reduction[locks-batch]_por_findings"] == "same, at their shortest lengths: LK-6 in 17"
+    assert figures["reduction[locks]_por_findings"] == "same, at their shortest lengths: LK-6 in 13"
+    assert 0 < float(str(figures["reduction[locks]_por_states_ratio"])) < 1
+    assert str(figures["reduction[locks]_preemptions_1"]).endswith("found LK-6")

@@ -23,6 +23,7 @@ from properties.cli.check import run_conformance, run_stateful
 from properties.cli.ports import bench_port_tour
 from properties.engines.explorer import Exploration, explore
 from properties.engines.mechanism import Mechanism
+from properties.engines.reduction import PartialOrder, PreemptionBounded, shortest_path
 
 EXPLORER_GOAL = 100_000  # distinct states per second
 STATEFUL_GOAL = 2_000  # lockstep steps per second
@@ -111,6 +112,49 @@ def bench_symmetry(mechanism: Mechanism) -> dict[str, object]:
     return out
 
 
+REDUCTION_MAX_STATES = 1_500_000
+"""The most states a search of `bench_reduction` keeps (about 3 GB for the lock model's states)."""
+
+
+def _search(model: Model[Any]) -> tuple[Exploration[Any], str]:
+    """A search of `model` and its figure: "N states in S s", or "over N states in S s" where it stopped."""
+    result = explore(model, check_liveness=False, max_states=REDUCTION_MAX_STATES,
+                     terminal_ok=getattr(model, "terminal_ok", None))
+    over = "" if result.complete else "over "
+    return result, f"{over}{len(result.states):,} states in {result.elapsed_s:.1f} s"
+
+
+def bench_reduction(mechanism: Mechanism) -> dict[str, object]:
+    """Per configuration (the default gate's and the nightly ones) of a model of threads that declares footprints:
+    states and seconds of the full search, of the partial-order reduced one (with the findings brought back to
+    their shortest paths, in its time) and of the preemption-bounded ones (1 and 2), measured in one run; the
+    reduced/full ratios; and whether the reduced search kept every finding at its shortest length."""
+    out: dict[str, object] = {}
+    for name, config in mechanism.every_explore_config.items():
+        model = mechanism.make_model(config, mechanism.current)
+        if getattr(model, "footprint", None) is None:
+            continue
+        full, full_figure = _search(model)
+        started = time.perf_counter()
+        reduced, _ = _search(PartialOrder(model))
+        shortest = {(f.name, len(shortest_path(model, f.path, f.name).path)) for f in reduced.findings}
+        seconds = time.perf_counter() - started
+        out[f"reduction[{name}]_full"] = full_figure
+        out[f"reduction[{name}]_por"] = f"{len(reduced.states):,} states in {seconds:.1f} s"
+        out[f"reduction[{name}]_por_states_ratio"] = round(len(reduced.states) / len(full.states), 3)
+        out[f"reduction[{name}]_por_time_ratio"] = round(seconds / max(full.elapsed_s, 1e-9), 2)
+        if full.complete:
+            same = shortest == {(f.name, len(f.path)) for f in full.findings}
+            found = ", ".join(f"{n} in {k}" for n, k in sorted(shortest)) or "none"
+            verdict = "same, at their shortest lengths" if same else "DIFFERENT"
+            out[f"reduction[{name}]_por_findings"] = f"{verdict}: {found}"
+        for bound in (1, 2):
+            bounded, figure = _search(PreemptionBounded(model, bound))
+            out[f"reduction[{name}]_preemptions_{bound}"] = (
+                f"{figure}, found {', '.join(sorted({f.name for f in bounded.findings})) or 'nothing'}")
+    return out
+
+
 def bench(mechanism: Mechanism, *, seconds: float, seed: int, folder: Path = OUT) -> dict[str, object]:
     """Measure one mechanism; every value is a plain number or string for the table and JSON."""
     out: dict[str, object] = {"mechanism": mechanism.name}
@@ -134,6 +178,7 @@ def bench(mechanism: Mechanism, *, seconds: float, seed: int, folder: Path = OUT
     out["explorer_with_liveness_s"] = round(time.perf_counter() - started, 2)
     out.update(bench_workers(model, result))
     out.update(bench_symmetry(mechanism))
+    out.update(bench_reduction(mechanism))
     first_config = next(iter(mechanism.hypothesis_configs.values()))
     run, _, steps, elapsed = run_stateful(mechanism, mechanism.current, first_config, seed, seconds, "ci")
     out["stateful_steps"] = steps

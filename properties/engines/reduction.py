@@ -75,6 +75,10 @@ class PartialOrder(_Wrapped[S]):
         self.invariants: Sequence[Invariant[S]] = inner.invariants
         self.liveness: Sequence[Liveness[S]] = ()  # a reduced graph keeps safety, not AG EF
         self.terminal_ok: Callable[[S], bool] | None = getattr(inner, "terminal_ok", None)
+        self.position: Callable[[S, str], Hashable] | None = getattr(inner, "position", None)
+        """Where a thread is, where the model declares it: what its footprint and futures depend on, so the
+        threads' positions, the locks they hold and which are enabled decide the persistent set (memoized)."""
+        self.chosen: dict[Hashable, frozenset[str]] = {}
 
     def initial(self) -> S:
         return self.model.initial()
@@ -84,8 +88,14 @@ class PartialOrder(_Wrapped[S]):
         by_thread = {a.name: a for a in enabled}
         if len(by_thread) < 2 or len(by_thread) != len(enabled):
             return enabled
-        steps = {t: self.declared.footprint(state, t) for t in self.threads}
         held = {t: self.locks(state, t) for t in self.threads}
+        key: Hashable = None
+        if self.position is not None:
+            key = (tuple(self.position(state, t) for t in self.threads), tuple(held.values()), tuple(by_thread))
+            known = self.chosen.get(key)
+            if known is not None:
+                return [a for a in enabled if a.name in known]
+        steps = {t: self.declared.footprint(state, t) for t in self.threads}
         best: Sequence[Action] = enabled
         for seed in by_thread:
             chosen = self._persistent(state, seed, steps, held)
@@ -94,6 +104,8 @@ class PartialOrder(_Wrapped[S]):
                 best = ample
                 if len(best) == 1:
                     break
+        if key is not None:
+            self.chosen[key] = frozenset(a.name for a in best)
         return best
 
     def locks(self, state: S, thread: str) -> frozenset[str]:

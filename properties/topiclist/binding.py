@@ -777,6 +777,19 @@ LOCKS_FINDINGS: dict[str, Mapping[str, str]] = {
 }
 """What each lock configuration must break (see Mechanism.findings); the `-fix` ones, `-grant` and `-wake` break
 nothing."""
+# Wider scripts, nightly (`brokerspec explore --mechanism topiclist --config semaphore-locks-wide`): two held
+# permits, each caller working on its own, the clock running, a full queue of one: the caller grows P0, releases
+# it without waiting for the update, acquires and cancels; the other releases P1, acquires both permits and cancels.
+_WIDE: dict[str, Param] = {"max_permits": 2, "max_queue": 1, "held": (1, 1), "clock": True,
+                           "caller": ("update P0 2", "release P0", "acquire 1", "cancel"),
+                           "other": ("release P1", "acquire 2", "cancel")}
+LOCKS_NIGHTLY_CONFIGS: dict[str, Mapping[str, Param]] = {
+    name: {**LOCKS_DEFAULT_CONFIG, **_WIDE, "order": order}
+    for name, order in (("semaphore-locks-wide", "current"), ("semaphore-locks-wide-fix", "fixed"))
+}
+"""About a million states each (30-40 s): upstream's order breaks SL-1 there, by the race the finding describes
+(a release swapping a permit a grant has read), and the fix nothing."""
+LOCKS_FINDINGS["semaphore-locks-wide"] = {"SL-1": LOCKS_FINDING}
 LOCKS_HYPOTHESIS_CONFIG: dict[str, Param] = {
     **LOCKS_DEFAULT_CONFIG, "held": (1, 1), "max_permits": 3, "clock": True, "unchecked": ("SL-1", "SL-3"),
     "caller": ("update P0 2", "cancel", "acquire 1"), "other": ("release P0", "update P1 3", "release P1"),
@@ -820,4 +833,5 @@ MECHANISM = Mechanism(
     vocabularies=topiclist_protocol.VOCABULARIES,
     scope_of=topiclist_protocol.scope_of,
     findings=LOCKS_FINDINGS,
+    nightly_configs=LOCKS_NIGHTLY_CONFIGS,
 )
