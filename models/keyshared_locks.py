@@ -782,6 +782,13 @@ class KeySharedLocksModel:
         t = state.threads[self.threads.index(thread)]
         return t.op, t.pc
 
+    def waits_for(self, state: LocksState, thread: str) -> frozenset[str]:
+        """The threads holding what the thread's next step waits for (empty: it may run, or it is done): only they
+        can let it go on."""
+        i = self.threads.index(thread)
+        instruction = self.next_instruction(state, i)
+        return frozenset(self.threads[j] for j in _holders(state, i, instruction)) if instruction else frozenset()
+
     def held(self, state: LocksState, thread: str) -> frozenset[str]:
         """The locks the thread holds that keep other threads out: `tlock` (the tracker's write lock or monitor),
         `map<c>` (a map's write lock), `map<c>:read` (its read lock: writers wait) and `dispatcher`."""
@@ -864,19 +871,24 @@ def _unbroken(name: str) -> Callable[[LocksState], bool]:
     return lambda s: name not in s.broken
 
 
-def _blocked(state: LocksState, i: int, instruction: Instruction) -> bool:
-    """Whether the thread's next instruction is an acquisition another thread's hold forbids."""
+def _holders(state: LocksState, i: int, instruction: Instruction) -> tuple[int, ...]:
+    """The threads whose holds keep thread i from its next instruction (none: it may run)."""
     code = instruction.code
     if code in ("read entry", "tracker write", "monitor", "start batch", "end batch"):
-        return state.tracker_lock not in (-1, i)
+        return () if state.tracker_lock in (-1, i) else (state.tracker_lock,)
     if code == "dispatcher lock":
-        return state.dispatcher_lock not in (-1, i)
-    if code == "map read":
-        return state.map_writer[instruction.arg - 1] not in (-1, i)
-    if code == "map write":
+        return () if state.dispatcher_lock in (-1, i) else (state.dispatcher_lock,)
+    if code in ("map read", "map write"):  # a writer waits for the readers too
         c = instruction.arg - 1
-        return state.map_writer[c] not in (-1, i) or (state.map_writer[c] != i and bool(state.map_readers[c]))
-    return False
+        writer = () if state.map_writer[c] in (-1, i) else (state.map_writer[c],)
+        readers = state.map_readers[c] if code == "map write" and state.map_writer[c] != i else ()
+        return writer + tuple(readers)
+    return ()
+
+
+def _blocked(state: LocksState, i: int, instruction: Instruction) -> bool:
+    """Whether the thread's next instruction is an acquisition another thread's hold forbids."""
+    return bool(_holders(state, i, instruction))
 
 
 class _Run:

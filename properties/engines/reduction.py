@@ -123,13 +123,26 @@ class PartialOrder(_Wrapped[S]):
         next steps."""
         chosen, todo = {seed}, [seed]
         while todo:
-            step = steps[todo.pop()]
+            thread = todo.pop()
+            waits = self.waits(state, thread)
+            if waits is not None:  # only the threads it waits for can let it go on
+                todo += [t for t in waits if t not in chosen]
+                chosen |= waits
+                continue
+            step = steps[thread]
             locked = frozenset().union(*(held[t] for t in chosen))
             for other in self.threads:
                 if other not in chosen and conflict(step, self.declared.future(state, other, locked)):
                     chosen.add(other)
                     todo.append(other)
         return chosen
+
+    def waits(self, state: S, thread: str) -> frozenset[str] | None:
+        """The threads the thread's next step waits for, where the model declares them (`waits_for`) and it waits;
+        None where it may run, is done, or the model does not say."""
+        declared: Callable[[S, str], frozenset[str]] | None = getattr(self.model, "waits_for", None)
+        waits = declared(state, thread) if declared is not None else frozenset()
+        return waits or None
 
     def step(self, state: S, action: Action) -> tuple[S, Observation]:
         return self.model.step(state, action)
@@ -208,6 +221,23 @@ def _future_error(model: Model[S], state: S, thread: str, successor: S, held: fr
     return None
 
 
+def _waits_error(model: Model[S], waits_for: Callable[[S, str], frozenset[str]], state: S,
+                 enabled: Mapping[str, Action]) -> str | None:
+    """Why `waits_for` is wrong in `state`, or None: a thread said to wait is not enabled, and no step of a thread it
+    does not wait for lets it go on."""
+    threads: Sequence[str] = model.threads  # type: ignore[attr-defined]
+    for thread in threads:
+        waits = waits_for(state, thread)
+        if not waits:
+            continue
+        if thread in enabled:
+            return f"{thread} is said to wait for {sorted(waits)}, but it may run"
+        for other, action in enabled.items():
+            if other not in waits and thread in {a.name for a in model.enabled(model.step(state, action)[0])}:
+                return f"{other}'s step lets {thread} go on, but {thread} is said to wait only for {sorted(waits)}"
+    return None
+
+
 def independence_error(model: Model[S], states: Sequence[S]) -> str | None:
     """Why the declared footprints are no independence relation on `states` (the full model's reachable
     states), or None: two steps of different threads whose footprints do not conflict must each stay enabled
@@ -216,9 +246,14 @@ def independence_error(model: Model[S], states: Sequence[S]) -> str | None:
     step past an acquisition of one of them); and the full graph must be acyclic."""
     declared: Threaded[S] = model  # type: ignore[assignment]
     held: Callable[[S, str], frozenset[str]] | None = getattr(model, "held", None)
+    waits_for: Callable[[S, str], frozenset[str]] | None = getattr(model, "waits_for", None)
     graph = nx.DiGraph()
     for state in states:
         enabled = {a.name: a for a in model.enabled(state)}
+        if waits_for is not None:
+            error = _waits_error(model, waits_for, state, enabled)
+            if error is not None:
+                return error
         for a in enabled.values():
             successor = model.step(state, a)[0]
             graph.add_edge(model.key(state), model.key(successor))

@@ -94,6 +94,21 @@ def test_futures_bounded_by_locks_nobody_holds_are_caught_by_the_audit() -> None
     assert error is not None and "outside its declared future" in error
 
 
+class _Misled(KeySharedLocksModel):
+    """Declares that a waiting thread waits for the dispatcher, whoever holds what it waits for."""
+
+    def waits_for(self, state: LocksState, thread: str) -> frozenset[str]:
+        waits = super().waits_for(state, thread)
+        return frozenset({"dispatcher"}) if waits and thread != "dispatcher" else waits
+
+
+def test_a_thread_said_to_wait_for_the_wrong_thread_is_caught_by_the_audit() -> None:
+    model = _Misled(LOCKS_EXPLORE_CONFIGS["locks-membership"])
+    states = explore(model, terminal_ok=model.terminal_ok, check_liveness=False).states
+    error = independence_error(model, states)
+    assert error is not None and "is said to wait only for ['dispatcher']" in error
+
+
 def test_an_under_declared_independence_is_caught_by_the_audit() -> None:
     model = _Careless(LOCKS_EXPLORE_CONFIGS["locks"])
     states = explore(model, terminal_ok=model.terminal_ok, check_liveness=False).states
