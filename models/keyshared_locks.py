@@ -68,7 +68,6 @@ HASH = 1
 """The first sticky hash of the scope (0 means "not set" upstream); a wider configuration has hashes 1 and 2."""
 SECOND = 10
 """Consumer 2's pending acks at the start are entries SECOND, SECOND + 1, ... (consumer 1's are 0, 1, ...)."""
-DISPATCHER_OPS = ("join 2", "leave 2", "leave 1", "block")
 INVARIANTS = (
     ("LK-1", "no ref count is ever negative"),
     ("LK-2", "no entry is removed by reduceRefCount while needed (its ref count above 0, or its consumer, not "

@@ -4,14 +4,19 @@ checkers apart from what they check; so do these): partial-order reduction and a
 Both apply to a model whose actions are threads' steps: the action's name is its thread, and the model lists
 its threads in `threads`.
 
-- `PartialOrder` (ample sets, as in Peled's and Godefroid's partial-order methods; loom and CHESS reduce the
-  same way): in a state where some thread's next step touches nothing any *other* thread can still touch (by
-  the footprints the model declares), that step alone is explored: every other order of it is equivalent. The
-  model declares `footprint(state, thread)` (what the thread's next step reads and writes) and
-  `future(state, thread)` (what any of its remaining steps may read and write). A step commutes with
-  everything another thread may still do, so it stays enabled, and the invariants (flags a step raises from
-  what it touches) keep their verdicts; the cycle proviso is met because the reduced models are acyclic,
-  which `independence_error` checks with the declaration itself, as `symmetry_error` checks a symmetry.
+- `PartialOrder` (persistent sets, as in Godefroid's partial-order methods, grown by Valmari's stubborn-set
+  closure): in each state only the enabled steps of a set of threads are explored, a set closed so that no
+  step the other threads can take before one of its threads moves depends on the set's next steps. The model
+  declares `footprint(state, thread)` (what the thread's next step reads and writes) and
+  `future(state, thread, held)` (what its remaining steps may read and write before they acquire a lock of
+  `held`); optionally `held(state, thread)` (the locks it holds that keep others out: the set's threads do not
+  move, so the others' futures stop at those locks), `waits_for(state, thread)` (a waiting thread brings in
+  only the threads it waits for) and `position(state, thread)` (what its footprint and futures depend on: the
+  set is memoized on the threads' positions and locks). The invariants are flags a step raises from what it
+  reads, which stay raised, so every verdict is kept (a persistent set keeps every end state), but a flag may
+  be reached by a longer path: `shortest_path` gives a finding back its shortest one. The cycle proviso is
+  met because the reduced models are acyclic. `independence_error` audits all of it on a full graph, as
+  `symmetry_error` audits a symmetry.
 - `PreemptionBounded` (CHESS's context bounding): at most `bound` preemptions, a switch away from a thread
   that could have gone on. Most concurrency bugs need very few; a bounded search is complete only up to it.
 """
