@@ -115,12 +115,6 @@ class TopicListModel(SemaphoreScope, FlowsScope):
             return self._quiescent_sem(state)
         return self._quiescent_flows(cast(FlowState, state))
 
-    def leak_free(self, state: TLState) -> bool:
-        """Every bounded pool back at its max and (flows) every lookup permit back."""
-        if type(state) is SemState:
-            return self._leak_free_sem(state)
-        return self._leak_free_flows(cast(FlowState, state))
-
     def quiescent_and_free(self, state: TLState) -> bool:
         if type(state) is SemState:
             return self._quiescent_sem(state) and self._leak_free_sem(state)

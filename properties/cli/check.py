@@ -40,17 +40,12 @@ from properties.engines.stateful import FailedRun, build_state_machine, find_fai
 from traces.format import save
 
 CONFORMANCE_STEPS = 150_000
-
-
-
 """Default steps of conformance replay per configuration: every transition of most configurations, and the
 shallowest transitions first of the few larger ones (which the table then marks bounded)."""
 
 
-
 class _Stop(Exception):
     """`check --fail-fast`: the first failing row ends the check."""
-
 
 
 def _save_finding(
@@ -74,7 +69,6 @@ def _save_finding(
     html.write_text(render(trace), encoding="utf-8")
     _progress(f"report: {html}")
     return path
-
 
 
 def run_explorer(
@@ -103,7 +97,6 @@ def run_explorer(
     _progress(f"  explore {mechanism.name}/{variant}/{config_name}: {'done' if result.complete else 'bounded'}: "
               f"{done.line()}")
     return result
-
 
 
 def _shortest(result: Exploration[Any], model: Model[Any], label: str) -> None:
@@ -178,7 +171,6 @@ def run_stateful(
     return run, batches, steps[0], time.perf_counter() - started
 
 
-
 @dataclass
 class _Report:
     """The check's table and exit code; twins are judged per engine over all configurations."""
@@ -247,7 +239,6 @@ class _Report:
             by_mechanism[coverage.mechanism] = coverage
 
 
-
 def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report,
                     graphs: Graphs) -> bool:
     expected = mechanism.twins.get(variant)
@@ -294,7 +285,6 @@ def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str
     return caught
 
 
-
 def _known_findings(
     args: argparse.Namespace, mechanism: Mechanism, variant: str, config_name: str, result: Explored, report: _Report,
 ) -> None:
@@ -318,7 +308,6 @@ def _known_findings(
     detail += f"; written up in {', '.join(dict.fromkeys(known.values()))}"
     verdict, code = ("known finding(s) found", PASS) if not missed else (f"FINDING MISSED {','.join(missed)}", VIOLATED)
     report.add([mechanism.name, f"explorer[{config_name}]", ",".join(known), verdict, detail, ""], code, row)
-
 
 
 def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report) -> bool:
@@ -361,7 +350,6 @@ def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: s
     return False
 
 
-
 def run_conformance(
     mechanism: Mechanism, variant: str, config_name: str, max_steps: int | None, max_states: int | None = None,
     workers: int = 1, planned: Tour | None = None,
@@ -379,7 +367,6 @@ def run_conformance(
                    max_states=max_states, max_steps=max_steps, terminal_ok=getattr(model, "terminal_ok", None),
                    workers=workers, progress=lambda line: _progress(f"  conformance {label}: {line}"),
                    known=frozenset(mechanism.findings.get(config_name, {})), planned=planned)
-
 
 
 def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report,
@@ -422,7 +409,6 @@ def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: 
                     f"{time.perf_counter() - started:.1f}s"], code, finding if found is not None else None)
 
 
-
 def cmd_check(args: argparse.Namespace) -> int:
     if args.batches is None:
         args.batches = profiles.CHECK_PROFILES[args.profile].batches
@@ -451,7 +437,6 @@ def cmd_check(args: argparse.Namespace) -> int:
               "`brokerspec check`)")
     print(f"\nbrokerspec check: {'PASS' if report.worst == PASS else 'FAIL'}")
     return report.worst
-
 
 
 def _explore_configs(args: argparse.Namespace, mechanism: Mechanism) -> dict[str, Mapping[str, Param]]:
@@ -594,7 +579,6 @@ def _run_parallel(args: argparse.Namespace, mechanisms: Sequence[Mechanism], wor
                 report.cover(engine, Coverage.restored(mechanism, portable))
 
 
-
 def _about(mechanism: Mechanism, config: Mapping[str, Param], name: str, shown: str = "") -> str:
     """"; NAME: its statement" (`Mechanism.statement`, the text `invariants` prints), for the end of a failing row's
     detail, after the trace's path; "" where `shown` already says it or the name has none (a divergence)."""
@@ -613,7 +597,6 @@ def _verdict(found: Sequence[str], expected: str | None) -> tuple[str, int]:
     return "not reached here", PASS
 
 
-
 def cmd_prove(args: argparse.Namespace) -> int:
     rows = []
     worst = PASS
@@ -630,7 +613,6 @@ def cmd_prove(args: argparse.Namespace) -> int:
             worst = max(worst, PASS if ok else VIOLATED)
     print(_table(rows, ["mechanism", "system", "invariant", "role", "result", "time"], long=4))
     return worst
-
 
 
 def cmd_explore(args: argparse.Namespace) -> int:

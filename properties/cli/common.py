@@ -17,18 +17,12 @@ from traces.format import Trace, TraceError, load
 PASS, VIOLATED, DIVERGED, USAGE, INFRA = 0, 1, 2, 3, 4
 
 
-
 INTERRUPTED = 130
-
-
-
 """Ctrl-C, as shells report a process ended by SIGINT."""
-
 
 
 class UsageError(Exception):
     """Bad arguments or input: one line, exit code 3."""
-
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,18 +30,12 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-
 def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-
 PIPE_WIDTH = 160
-
-
-
 """The width tables fit when stdout is not a terminal (a log file, a CI page); the full text is in `--json`."""
-
 
 
 def _width() -> int:
@@ -57,11 +45,9 @@ def _width() -> int:
     return PIPE_WIDTH
 
 
-
 def _is_path(word: str) -> bool:
     """A word that names a file (a trace, a report): it is never cut, so it can be copied whole."""
     return "/" in word
-
 
 
 def _wrapped(text: str, width: int, indent: str, first: str | None = None) -> list[str]:
@@ -85,13 +71,8 @@ def _wrapped(text: str, width: int, indent: str, first: str | None = None) -> li
     return [(first if n == 0 else indent) + line for n, line in enumerate(lines)]
 
 
-
 NARROW = 20
-
-
-
 """Fewer columns than this left for the long cell: the terminal is too narrow to align the others."""
-
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str], long: int | None = None,
@@ -125,7 +106,6 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str], long: int | Non
     return "\n".join(lines)
 
 
-
 def _mechanisms(names: Sequence[str] | None) -> list[Mechanism]:
     known = registry.mechanisms()
     if not names:
@@ -134,7 +114,6 @@ def _mechanisms(names: Sequence[str] | None) -> list[Mechanism]:
     if unknown:
         raise UsageError(f"unknown mechanism {unknown[0]!r} (known: {', '.join(known)})")
     return [known[n] for n in names]
-
 
 
 def _model(mechanism: Mechanism, config: Any, variant: str) -> Model[Any]:
@@ -146,13 +125,11 @@ def _model(mechanism: Mechanism, config: Any, variant: str) -> Model[Any]:
         raise UsageError(f"cannot build the {mechanism.name} model: {exc}") from None
 
 
-
 def _load(path: str) -> Trace:
     try:
         return load(Path(path))
     except TraceError as exc:
         raise UsageError(str(exc)) from None
-
 
 
 def _name(text: str) -> str:
@@ -161,7 +138,6 @@ def _name(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty name")
     return text
-
 
 
 def _at_least(least: float, kind: Callable[[str], Any] = int) -> Callable[[str], Any]:

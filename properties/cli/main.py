@@ -67,7 +67,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return DIVERGED if result.failures == (DIVERGENCE,) else VIOLATED
 
 
-
 def _validated(trace: Trace, source: str, check_vars: bool = True) -> Model[Any]:
     """The input check every trace command shares (`properties.engines.replay.validate`), as a usage error."""
     try:
@@ -119,7 +118,6 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     return PASS
 
 
-
 def cmd_promote(args: argparse.Namespace) -> int:
     try:
         test_path, saved = promote(Path(args.trace), Path(args.tests_dir), args.name, Path(args.corpus), args.force)
@@ -132,7 +130,6 @@ def cmd_promote(args: argparse.Namespace) -> int:
     return PASS
 
 
-
 def cmd_report(args: argparse.Namespace) -> int:
     trace = _load(args.trace)
     _validated(trace, args.trace)
@@ -143,7 +140,6 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"{out}: cannot write: {exc.strerror}") from None
     print(f"wrote {out}")
     return PASS
-
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -193,7 +189,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return PASS
 
 
-
 def cmd_mutants(args: argparse.Namespace) -> int:
     """Run the default check on each planted bug and say whether it was killed by name, how fast, how short."""
     from properties.cli import mutants
@@ -223,7 +218,6 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     return worst
 
 
-
 def cmd_simulate(args: argparse.Namespace) -> int:
     from properties.pipeline.simulate import simulate
 
@@ -236,7 +230,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     print(f"wrote {sim.path}: {sim.events} events in {sim.partitions} partitions{faulted}, "
           f"{sim.corrupt_lines} malformed lines")
     return PASS
-
 
 
 def cmd_pipeline_check(args: argparse.Namespace) -> int:
@@ -272,7 +265,6 @@ def cmd_pipeline_check(args: argparse.Namespace) -> int:
     return VIOLATED if summary["violating_partitions"] else PASS
 
 
-
 def cmd_pipeline_explore(args: argparse.Namespace) -> int:
     from properties.pipeline.check import SparkUnavailable, session
     from properties.pipeline.explore import explore as spark_explore
@@ -296,7 +288,6 @@ def cmd_pipeline_explore(args: argparse.Namespace) -> int:
     return VIOLATED if failing else PASS
 
 
-
 def cmd_protocol(args: argparse.Namespace) -> int:
     mechanism = _mechanisms([args.mechanism])[0]
     variant = args.variant or mechanism.current
@@ -307,7 +298,6 @@ def cmd_protocol(args: argparse.Namespace) -> int:
     except ValueError as exc:  # an unknown configuration name
         raise UsageError(str(exc)) from None
     return PASS
-
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -499,7 +489,6 @@ def _parser() -> argparse.ArgumentParser:
                          help="folder for the Markdown pages and PNG plots (default brokerspec-out/bench)")
     bench_p.set_defaults(run=cmd_bench)
     return parser
-
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from models.core import Action, ActionNotEnabled, Model, Param
 from properties.engines.lockstep import Lockstep
+from properties.engines.replay import stuck_detail
 
 Oracle = Callable[[Sequence[Action]], bool]
 T = TypeVar("T")
@@ -45,8 +46,6 @@ def failure_oracle(make_lockstep: Callable[[], Lockstep[Any]], target: str) -> O
 def stuck_oracle(make_model: Callable[[], Any], kind: str, name: str) -> Oracle:
     """True when the actions, run on a fresh model, end in a state stuck as the `kind` finding `name`
     (a deadlock, or a state from which the liveness property `name` can no longer be met)."""
-    from properties.engines.replay import stuck_detail  # replay imports this module
-
     def fails(actions: Sequence[Action]) -> bool:
         model = make_model()
         state = model.initial()
