@@ -326,3 +326,15 @@ def test_the_widened_current_order_loses_a_wake_up_and_the_fix_keeps_every_invar
     found = {f.name: len(f.path) for f in _explore("current", {**small, "order": "current"}).findings}
     assert found == {"LK-6": 15}
     assert _explore("locked-block", {**small, "order": "locked-block"}).ok
+
+
+@pytest.mark.parametrize("name", ["locks-wide", "locks-wide-fix", "locks-wide-pre23854"])
+def test_the_widened_three_thread_scripts_break_what_their_findings_say(name: str) -> None:
+    """Two drainers acking on their own threads, a third consumer taking and giving back both hashes: upstream's
+    order still loses only the wake-up (in 30 steps), the fix nothing, the pre-#23854 twin LK-4 (the others, four
+    threads or a million states, are `explore --config` runs)."""
+    config = LOCKS_NIGHTLY_CONFIGS[name]
+    result = _explore(str(config["order"]), config)
+    assert {f.name: len(f.path) for f in result.findings} == {
+        "locks-wide": {"LK-6": 30}, "locks-wide-fix": {}, "locks-wide-pre23854": {"LK-4": 3}}[name]
+    assert set(LOCKS_FINDINGS.get(name, {})) == {f.name for f in result.findings}
