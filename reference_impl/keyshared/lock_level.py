@@ -477,7 +477,9 @@ class StickyKeyDispatcher:
     @java_method("addConsumer")
     def join(self, consumer_id: int) -> None:
         """addConsumer: a new consumer object takes the hashes the selector now gives it; the REMOVE part runs for
-        each consumer that lost some, in id order (the joiner itself is upstream's skipConsumer)."""
+        each consumer that lost some, in id order (the joiner itself is upstream's skipConsumer). Upstream's
+        `ImpactedConsumersResult.processUpdatedHashRanges` walks a map keyed by `Consumer`, whose order is not
+        specified: id order is one it may take."""
         with self._monitor():
             self._join(consumer_id)
 
