@@ -831,11 +831,12 @@ class KeySharedLocksModel:
         return out
 
     def step(self, state: LocksState, action: Action) -> tuple[LocksState, Observation]:
-        if action not in self.enabled(state):
+        i = self.threads.index(action.name) if action.name in self.threads else -1
+        instruction = self.next_instruction(state, i) if i >= 0 else None
+        if (instruction is None or _blocked(state, i, instruction)
+                or action != Action.of(action.name, step=str(instruction.label))):  # what `enabled` offers, for it
             raise ActionNotEnabled(action, "not offered in this state (see KeySharedLocksModel.enabled)")
-        if action.name not in self.threads:
-            raise ActionNotEnabled(action, f"no thread {action.name} in this configuration")
-        return _Run(self, state, self.threads.index(action.name), first=True).result(), None
+        return _Run(self, state, i, first=True).result(), None
 
     def key(self, state: LocksState) -> Hashable:
         return state
