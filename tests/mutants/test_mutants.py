@@ -44,3 +44,11 @@ def test_a_header_line_missing_is_named(tmp_path: Path) -> None:
     bad.write_text("Mutant: no kills line\nMechanism: pidquota\n\n--- a/x\n+++ b/x\n", encoding="utf-8")
     with pytest.raises(mutants.MutantError, match=r"headless\.patch: header line 'Kills' is missing"):
         mutants.load(bad)
+
+
+@pytest.mark.parametrize("gap", sorted((HERE / "gaps").glob("*.patch")), ids=lambda p: p.stem)
+def test_every_known_gap_still_applies_to_the_tree(gap: Path, tmp_path: Path) -> None:
+    """The gaps (tests/mutants/gaps/README.md) stay current: each is a readable mutant that applies to the tree."""
+    known = mutants.load(gap)
+    assert known.mechanism in registry.mechanisms()
+    mutants.patched_tree(known, tmp_path / "tree")
