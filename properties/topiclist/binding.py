@@ -666,6 +666,14 @@ class _FlowsWorld:
             self.conn_of[rid] in self.disconnected or rid in self.closed_watchers or self.closed_limiter
         )
 
+    def _admitted_unanswered(self, counts: dict[int, int]) -> list[int]:
+        """TL-I11's requests, from the harness's record: the broker's get-topics requests not answered yet (a request
+        refused a lookup permit is answered at once) on connections the harness did not drop; each must still hold
+        its lookup permit. A watch is not one: upstream gives its permit back once its first send has started,
+        before the reply is written."""
+        return [rid for rid, kind in self.kinds.items()
+                if kind == "get_topics" and not counts.get(rid, 0) and self.conn_of[rid] not in self.disconnected]
+
     def violations(self) -> list[str]:
         failed = set(self.failed)
         for i, (pool, _, _) in enumerate(self.pools):
@@ -685,6 +693,8 @@ class _FlowsWorld:
         counts = self._reply_counts()
         if any(n > 1 for n in counts.values()):
             failed.add("TL-I8")
+        if len(self._admitted_unanswered(counts)) > self.model.lookup_max - self.broker.lookup.available:
+            failed.add("TL-I11")  # a lookup permit given back while its request is still being worked on
         if self.quiescent():
             if any(pool.acquired_permits for pool, _, _ in self.pools):
                 failed.add("TL-I7")
@@ -808,10 +818,13 @@ MECHANISM = Mechanism(
     guards=GUARDS,
     reference_judges={
         "topiclist/semaphore": ("TL-I1", "TL-I2", "TL-I3", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I9", "TL-I10"),
-        "topiclist/flows": ("TL-I1", "TL-I2", "TL-I3", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I8", "TL-I9"),
+        "topiclist/flows": ("TL-I1", "TL-I2", "TL-I3", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I8", "TL-I9",
+                            "TL-I11"),
         "topiclist/semaphore-locks": ("SL-1", "SL-2", "SL-3", "SL-4"),
     },
     beyond_model={
+        "TL-I11": Property("a lookup permit is held for every get-topics request the broker admitted, until the "
+                           "request is answered", ("reference",)),
         "TL-W": Property("the Z3 semaphore is well formed: permit values are non-negative, queue entries lie within "
                          "bounds and point at issued permits, and sequence numbers are ordered", ("z3",)),
     },

@@ -22,7 +22,7 @@ GUARDS: dict[str, dict[str, Guard]] = {
         "now": Guard((HARNESS_INPUT,)),
         "pools": Guard(("TL-I1", "TL-I2", "TL-I5", "TL-I6", "TL-I9")),
         "executor": Guard(("TL-I4", "TL-I7")),
-        "lookup_available": Guard(("TL-I7",)),
+        "lookup_available": Guard(("TL-I7", "TL-I11")),
         "proxy_lookup_available": Guard(("TL-I7",)),
         "holders": Guard(unguarded="the size cache's holders (state, size, waiters): no oracle yet"),
         "connections": Guard(("TL-I8",)),  # the replies each request got

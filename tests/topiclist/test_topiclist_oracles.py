@@ -86,4 +86,5 @@ def test_tl_i8_a_request_left_unanswered_once_nothing_more_can_happen() -> None:
     reference.apply(Action.of("complete_listing", id=0, error="listing failed"))
     reference.apply(Action.of("advance", dt=50))
     world.conns[0].replies.pop()  # as if the MetadataError reply had never been attempted
-    assert reference.violations() == ["TL-I8"]
+    # ... while its lookup permit went back: a request unanswered without its permit breaks TL-I11 too
+    assert reference.violations() == ["TL-I11", "TL-I8"]
