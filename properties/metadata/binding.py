@@ -138,6 +138,8 @@ class MetadataReference:
         self.clients = [world.thread(f"client-{c}") for c in range(len(m.clients))]
         self.ledger: list[SimFuture[Any]] = []
         """The harness's own record: the future each client call got back, in call order (MD-I4, MD-I5)."""
+        self.read_through: set[str] = set()
+        """The harness's own record: the paths a client read through the cache (MD-I8)."""
         self.cycle: list[list[str]] = []
         self.disagreement = ""
         self._states: list[ThreadState] | None = None
@@ -183,6 +185,8 @@ class MetadataReference:
         store, cache, ledger = self.store, self.cache, self.ledger
         p = str(action["p"])
         q = str(action.get("q", p))
+        if action.name in ("cache_get", "callback"):
+            self.read_through.add(p)
 
         def blocking(_: object) -> object:
             return join(store.get(q))
@@ -294,6 +298,8 @@ class MetadataReference:
             out.append("MD-I5")
         if quiescent and not store.closed and not _md_i7(store, self.cache):
             out.append("MD-I7")
+        if not set(self.cache.entries) <= self.read_through:
+            out.append("MD-I8")  # an entry nobody read: a refresh is a computeIfPresent, it never creates one
         return out + sorted(self.broken)
 
 
@@ -518,12 +524,15 @@ MECHANISM = Mechanism(
     current=CURRENT,
     twins={"legacy": "MD-I5", "blocking_callback": "MD-I5"},
     guards=GUARDS,
-    reference_judges={"metadata": ("MD-I1", "MD-I2", "MD-I3", "MD-I4", "MD-I5", "MD-I7", "MD-LK1", "MD-LK2")},
+    reference_judges={"metadata": ("MD-I1", "MD-I2", "MD-I3", "MD-I4", "MD-I5", "MD-I7", "MD-I8", "MD-LK1",
+                                   "MD-LK2")},
     beyond_model={
         "MD-I1-W": Property("the Z3 worker pool is well formed: a path's submitted tasks share a worker, a worker "
                             "runs one task at a time and starts its tasks in submission order", ("z3",)),
         "MD-I6": Property("with batching, every op waits in the queue at most max(P, L) + L, and pip453 no longer "
                           "than legacy on the same load", ("bench",)),
+        "MD-I8": Property("the cache holds only paths a client read through it: a refresh reloads an entry that is "
+                          "cached and never creates one", ("reference",)),
         "MD-LK1": Property("with PIP-453 batching, a batch reaches the backend only from the thread holding the flush "
                           "lock", ("reference",)),
         "MD-LK2": Property("a path's cache entry is replaced or removed only by the thread holding that path's key "

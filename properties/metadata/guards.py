@@ -13,7 +13,7 @@ GUARDS: dict[str, dict[str, Guard]] = {
         "write_q": Guard(("MD-I4",)),
         "ops": Guard(("MD-I4",)),
         "tree": Guard(("MD-I7",)),
-        "cache": Guard(("MD-I7", "MD-LK2")),
+        "cache": Guard(("MD-I7", "MD-I8", "MD-LK2")),
         "flush_lock": Guard(("MD-I3", "MD-I5", "MD-LK1")),
         "flush_in_progress": Guard(("MD-I3",)),
         "key_locks": Guard(("MD-I5", "MD-LK2")),
