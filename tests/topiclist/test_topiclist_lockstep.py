@@ -153,7 +153,7 @@ RUN = Action.of("step")
 
 
 def _replay(config: Mapping[str, Param], variant: str, trace: list[Action]) -> tuple[TopicListReference, set[str]]:
-    reference = make_reference(config, variant)
+    reference = TopicListReference(config, variant)
     model = TopicListModel(config, variant)
     lock: Lockstep[TLState] = Lockstep(model, reference)
     failures: set[str] = set()
@@ -221,7 +221,7 @@ def test_variant_oversized_listing_keeps_releasing_the_initial_permit() -> None:
 
 def test_reference_checks_see_corrupted_internals() -> None:
     """The adapter's own invariant checks are not vacuous."""
-    ref = make_reference(EXPLORE_CONFIG, "current")
+    ref = TopicListReference(EXPLORE_CONFIG, "current")
     ref.apply(Action.of("acquire", permits=2))
     ref.apply(Action.of("step"))
     assert ref.violations() == []
@@ -231,7 +231,7 @@ def test_reference_checks_see_corrupted_internals() -> None:
     world.sem.available = 99
     assert {"TL-I1", "TL-I2"} <= set(ref.violations())
 
-    fifo = make_reference(EXPLORE_CONFIG, "current")
+    fifo = TopicListReference(EXPLORE_CONFIG, "current")
     for action in (Action.of("acquire", permits=4), Action.of("step")):
         fifo.apply(action)
     fifo.apply(Action.of("acquire", permits=1))
@@ -242,7 +242,7 @@ def test_reference_checks_see_corrupted_internals() -> None:
     fifo.apply(Action.of("step"))
     assert "TL-I3" in fifo.violations()
 
-    flows = make_reference(EXPLORE_FLOWS_CONFIG, "current")
+    flows = TopicListReference(EXPLORE_FLOWS_CONFIG, "current")
     flows.apply(_get())
     flows.apply(Action.of("step"))
     assert flows.violations() == []
