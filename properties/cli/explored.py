@@ -17,7 +17,7 @@ from models.core import Param
 from properties.cli.common import _model, _progress
 from properties.engines import cache as graph_cache
 from properties.engines.conformance import Tour
-from properties.engines.coverage import Coverage, from_exploration
+from properties.engines.coverage import Coverage, Portable, from_exploration
 from properties.engines.explorer import Finding, Progress, explore
 from properties.engines.mechanism import Mechanism
 
@@ -38,9 +38,7 @@ class Explored:
     cached: bool = False
 
     def coverage(self, mechanism: Mechanism, variant: str, action_names: tuple[str, ...]) -> Coverage:
-        covered = Coverage.of(mechanism, variant, action_names, self.actions)
-        covered.reached |= self.reached
-        return covered
+        return Coverage.restored(mechanism, Portable(variant, action_names, dict(self.actions), self.reached))
 
 
 class Graphs:
