@@ -19,11 +19,12 @@ from hypothesis import settings
 
 from models.core import Action, Model, ModelWrapper
 from properties import registry
-from properties.cli import PASS, VIOLATED, main
+from properties.cli import main
 from properties.cli.check import _Report
 from properties.engines.coverage import Coverage, from_exploration, from_hypothesis
 from properties.engines.explorer import explore
 from properties.engines.mechanism import Mechanism
+from properties.engines.result import CheckResult
 
 MECHANISMS = list(registry.mechanisms())
 
@@ -150,8 +151,9 @@ def test_check_prints_coverage_and_writes_junit(tmp_path: Path, capsys: pytest.C
 
 def test_junit_marks_violated_rows(tmp_path: Path) -> None:
     report = _Report()
-    report.add(["delayed", "explorer[small]", "current", "pass", "10 states", "0.1s"], PASS)
-    report.add(["delayed", "hypothesis[default]", "current", "VIOLATED DD-I1", "<details & more>", "2.0s"], VIOLATED)
+    report.add(CheckResult("delayed", "explorer", "small", "current", seconds=0.1, detail="10 states"))
+    report.add(CheckResult("delayed", "hypothesis", "default", "current", failures=("DD-I1",), seconds=2.0,
+                           detail="<details & more>"))
     report.junit(tmp_path / "j.xml")
     suite = ET.parse(tmp_path / "j.xml").getroot()
     assert suite.get("failures") == "1"

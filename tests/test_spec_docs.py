@@ -17,10 +17,10 @@ import pytest
 
 from properties import registry
 from properties.cli import main
-from properties.cli.check import _about
 from properties.cli.invariants import ENGINES, Entry, catalogue
 from properties.cli.mutants import discover
 from properties.cli.report import render
+from properties.engines.checks import about
 from properties.engines.mechanism import JUDGED_BY, Property
 from traces.format import load
 
@@ -169,8 +169,8 @@ def test_a_reference_only_violation_is_explained_in_the_report_with_the_catalogu
 def test_a_failing_check_row_ends_with_the_statement() -> None:
     mechanism = registry.get("topiclist")
     flows = mechanism.explore_configs["flows"]
-    assert _about(mechanism, flows, "TL-I7") == (
+    assert about(mechanism, flows, "TL-I7") == (
         "; TL-I7: no permit leak at quiescence: heap and direct acquired == 0 and the lookup semaphore back at its max")
-    assert _about(mechanism, flows, "TL-I9").startswith("; TL-I9: metrics agree with state")  # the semaphore model's
-    assert _about(mechanism, flows, "divergence") == ""
-    assert _about(mechanism, flows, "TL-I7", mechanism.statement("TL-I7", flows)) == ""
+    assert about(mechanism, flows, "TL-I9").startswith("; TL-I9: metrics agree with state")  # the semaphore model's
+    assert about(mechanism, flows, "divergence") == ""
+    assert about(mechanism, flows, "TL-I7", mechanism.statement("TL-I7", flows)) == ""

@@ -19,8 +19,9 @@ from typing import Any, cast
 
 from models.core import Model
 from properties.cli import mutants
-from properties.cli.check import run_conformance, run_stateful
+from properties.cli.common import _progress
 from properties.cli.ports import bench_port_tour
+from properties.engines.checks import run_conformance, run_stateful
 from properties.engines.explorer import Exploration, explore
 from properties.engines.mechanism import Mechanism
 from properties.engines.reduction import PartialOrder, PreemptionBounded, shortest_path
@@ -198,7 +199,7 @@ def bench(mechanism: Mechanism, *, seconds: float, seed: int, folder: Path = OUT
             key = time_to_bug_key(invariant, variant, "hypothesis", config_name)
             out[key] = round(elapsed, 2) if caught else f"not found in {HYPOTHESIS_LIMIT_S:g}s"
     if mechanism.make_reference is not None:
-        conformance = run_conformance(mechanism, mechanism.current, name, CONFORMANCE_BENCH_STEPS)
+        conformance = run_conformance(mechanism, mechanism.current, name, CONFORMANCE_BENCH_STEPS, say=_progress)
         out["conformance_config"] = name
         out["conformance_steps_per_s"] = round(conformance.steps_per_second)
         out["conformance_transitions_per_s"] = round(conformance.covered / conformance.elapsed_s)

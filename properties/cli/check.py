@@ -1,6 +1,10 @@
 """`brokerspec check`, `explore` and `prove`: the engines run over the registered mechanisms, with the verdict table.
 
-The loops (`run_explorer`, `run_stateful`, `run_conformance`) are also what `brokerspec bench` measures.
+The check is a loop: it plans the runs of a profile (mechanism, engine, configuration, variant), has the
+engines floor run each to a `CheckResult` (`properties.engines.checks`), judges each result (a failure is a
+bug on the current variant and a catch on a twin; a configuration's known findings must still be found; a
+twin must be caught by some configuration of each engine) and renders the table, `--json` and JUnit from
+the results and their verdicts.
 """
 
 from __future__ import annotations
@@ -14,179 +18,86 @@ import resource
 import time
 import traceback
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hypothesis import Phase
-from hypothesis import seed as hypothesis_seed
-from hypothesis import settings as Settings
-
-from models.core import Action, Model, Param
 from properties.cli.common import PASS, VIOLATED, UsageError, _mechanisms, _model, _progress, _table, _width, _wrapped
-from properties.cli.explored import Explored, Graphs
 from properties.cli.report import render
 from properties.engines import cache, interrupts, profiles
-from properties.engines.conformance import Conformance, Tour, conform
-from properties.engines.counterexamples import shrunk
-from properties.engines.coverage import Coverage, Portable, Recorder
-from properties.engines.explorer import Exploration, Finding, Progress, can_fork, explore
-from properties.engines.lockstep import DIVERGENCE
+from properties.engines.checks import CONFORMANCE_STEPS, Checker, Traces, run_conformance
+from properties.engines.coverage import Coverage, Portable
+from properties.engines.explorer import can_fork
+from properties.engines.graphs import Graphs, reduced, search
 from properties.engines.mechanism import Mechanism
-from properties.engines.reduction import PartialOrder, PreemptionBounded, shortest_path
-from properties.engines.replay import STUCK_KINDS, record
-from properties.engines.stateful import FailedRun, build_state_machine, find_failure
-from traces.format import save
-
-CONFORMANCE_STEPS = 150_000
-"""Default steps of conformance replay per configuration: every transition of most configurations, and the
-shallowest transitions first of the few larger ones (which the table then marks bounded)."""
+from properties.engines.result import CheckResult
 
 
 class _Stop(Exception):
     """`check --fail-fast`: the first failing row ends the check."""
 
 
-def _save_finding(
-    out: Path, mechanism: Mechanism, model: Model[Any], actions: Sequence[Any], engine: str, seed: int | None,
-    finding: Finding | None = None,
-) -> Path:
-    """Record the run (in lockstep with the reference) and save it with its HTML report beside it.
+@dataclass(frozen=True)
+class Row:
+    """A result as the check reports it: with its verdict and exit code, and when it was added."""
 
-    `engine` and the failure name the file. A liveness or deadlock `finding` breaks no invariant at its
-    last state, so the trace records it for replay to judge that state again.
-    """
-    make_reference = mechanism.for_config(model.config).make_reference
-    implementation = make_reference(model.config, model.variant) if make_reference else None
-    stuck = (finding.kind, finding.name) if finding is not None and finding.kind in STUCK_KINDS else None
-    trace = record(model, actions, engine=engine.split("[")[0], seed=seed, implementation=implementation,
-                   stuck=stuck)
-    names = "-".join(str(n) for n in trace.failure.get("names", [])) or "run"  # type: ignore[union-attr]
-    label = engine.replace("[", "-").replace("]", "")
-    path = save(trace, out / mechanism.name / f"{model.variant}-{label}-{names}.json")
-    html = path.with_suffix(".html")
-    html.write_text(render(trace), encoding="utf-8")
-    _progress(f"report: {html}")
-    return path
+    result: CheckResult
+    verdict: str
+    code: int
+    after_s: float
+    """Seconds from the start of the check to this row."""
+
+    def cells(self) -> list[str]:
+        """The table's cells: mechanism, engine, subject, verdict, detail, time."""
+        took = f"{self.result.seconds:.1f}s" if self.result.seconds is not None else ""
+        return [self.result.mechanism, self.result.label, self.result.about, self.verdict, self.result.detail, took]
+
+    def as_json(self) -> dict[str, object]:
+        keys = ("mechanism", "engine", "subject", "verdict", "detail", "time")
+        return {**dict(zip(keys, self.cells(), strict=True)), "code": self.code, "after_s": self.after_s,
+                "cpu_s": self.result.cpu_s, **self.result.found()}
 
 
-def run_explorer(
-    mechanism: Mechanism, variant: str, config_name: str, max_states: int | None, *, symmetry: bool = False,
-    workers: int = 1, por: bool = False, preemption_bound: int | None = None,
-) -> Exploration[Any]:
-    model: Model[Any] = _model(mechanism, mechanism.every_explore_config[config_name], variant)
-    unreduced = model
-    try:
-        if por:
-            model = PartialOrder(model)
-        if preemption_bound is not None:
-            model = PreemptionBounded(model, preemption_bound)
-    except ValueError as error:
-        raise UsageError(f"{mechanism.name}/{config_name}: {error}") from error
-    _progress(f"  explore {mechanism.name}/{variant}/{config_name}")
-
-    def report(where: Progress) -> None:
-        _progress(f"  explore {mechanism.name}/{variant}/{config_name}: {where.line()}")
-
-    result = explore(model, max_states=max_states, progress=report, terminal_ok=getattr(model, "terminal_ok", None),
-                     symmetry=symmetry, workers=workers)
-    if por and preemption_bound is None:
-        _shortest(result, unreduced, f"{mechanism.name}/{variant}/{config_name}")
-    done = Progress(result.transitions, len(result.states), 0, result.max_depth, result.elapsed_s)
-    _progress(f"  explore {mechanism.name}/{variant}/{config_name}: {'done' if result.complete else 'bounded'}: "
-              f"{done.line()}")
-    return result
-
-
-def _shortest(result: Exploration[Any], model: Model[Any], label: str) -> None:
-    """A reduced search's findings on their shortest paths (`reduction.shortest_path`), in place; the time goes
-    into the search's."""
-    started = time.perf_counter()
-    for n, finding in enumerate(result.findings):
-        if finding.kind != "invariant":
-            continue
-        found = shortest_path(model, finding.path, finding.name)
-        result.findings[n] = replace(finding, path=found.path)
-        _progress(f"  explore {label}: {finding.name}: {found.reduced} steps on the reduced graph, shortest "
-                  f"{len(found.path)} (a full search to depth {len(found.path) - 1}: {found.confirmed_states} states)")
-    result.elapsed_s += time.perf_counter() - started
-
-
-def run_stateful(
-    mechanism: Mechanism, variant: str, config: Mapping[str, Param], seed: int, budget_s: float | None, profile: str,
-    coverage: Coverage | None = None, batches_max: int | None = None,
-) -> tuple[FailedRun | None, int, int, float]:
-    """Hypothesis lockstep batches (seed, seed+1, ...) until a failure, `batches_max` batches or `budget_s`
-    seconds, whichever comes first; (run, batches, steps, s). At least one batch always runs.
-
-    A budget in batches is deterministic: the same seed runs the same examples on any machine under
-    any load. Seconds are only a cap.
-
-    With `coverage`, the runs also record the actions they took and the interesting states they
-    reached into it (off by default: the bench measures steps/s without that overhead). Hypothesis'
-    own shrinker is off: callers shrink the run with `properties.engines.shrink`, which takes seconds where
-    Hypothesis' takes minutes on Key_Shared runs, and the time to a bug is then the time to find it.
-    """
-    profiled = profiles.use(profile)
-    settings = Settings(profiled, phases=[p for p in profiled.phases if p is not Phase.shrink])
-    found: list[FailedRun] = []
-    steps = [0]
-    recorder = Recorder(coverage, config) if coverage is not None else None
-
-    def count(action: Action) -> None:
-        steps[0] += 1
-        if recorder is not None:
-            recorder.step(action)
-
-    def make_model() -> Model[Any]:
-        model = mechanism.make_model(config, variant)
-        return recorder.wrap(model) if recorder is not None else model
-
-    make_reference = mechanism.for_config(config).make_reference
-    machine = build_state_machine(
-        make_model,
-        mechanism.make_model(config, variant).action_names,
-        (lambda: make_reference(config, variant)) if make_reference is not None else None,
-        on_failure=found.append,
-        on_step=count,
-    )
-    started = time.perf_counter()
-    batches = 0
-    run: FailedRun | None = None
-    def more() -> bool:
-        if batches == 0:
-            return True
-        if batches_max is not None and batches >= batches_max:
-            return False
-        return budget_s is None or time.perf_counter() - started < budget_s
-
-    while run is None and more():
-        error = find_failure(hypothesis_seed(seed + batches)(machine), settings)
-        batches += 1
-        if error is not None:
-            run = found[-1] if found else FailedRun((), ("exception",), f"{type(error).__name__}: {error}")
-    if recorder is not None:
-        recorder.flush()
-    return run, batches, steps[0], time.perf_counter() - started
+def judge(result: CheckResult) -> tuple[str, int]:
+    """The verdict on one result and its exit code: a current variant must pass, a twin's run that finds its
+    invariant caught it (one that does not fails nothing here: `TWIN MISSED` is judged over all configurations),
+    every known finding must be found, a proof must hold or, for a mutant, fail."""
+    if not result.ran:
+        return "not replayed", PASS
+    if result.engine == "z3":
+        holds, must_hold = not result.failures, result.expected is None
+        if holds == must_hold:
+            return ("proved" if holds else "twin caught"), PASS
+        return ("PROOF FAILED" if must_hold else "TWIN MISSED"), VIOLATED
+    if result.known:
+        missed = [name for name in result.known if name not in result.failures]
+        return ("known finding(s) found", PASS) if not missed else (f"FINDING MISSED {','.join(missed)}", VIOLATED)
+    if result.expected is None:
+        if not result.failures:
+            return "pass", PASS
+        return f"VIOLATED {','.join(result.failures)}", VIOLATED  # a divergence of the reference is a bug too
+    if not result.judged:
+        return "not judged (the current variant fails here)", PASS
+    if result.expected in result.failures:
+        return f"twin caught ({result.expected})", PASS
+    return "not reached here", PASS
 
 
 @dataclass
 class _Report:
-    """The check's table and exit code; twins are judged per engine over all configurations."""
+    """The check's rows and exit code; twins are judged per engine over all configurations."""
 
-    rows: list[list[str]] = field(default_factory=list)
-    codes: list[int] = field(default_factory=list)
-    found: list[dict[str, object]] = field(default_factory=list)
-    """Per row, what failed: the invariant names, the trace and its length (empty where nothing failed)."""
+    rows: list[Row] = field(default_factory=list)
     worst: int = PASS
     fail_fast: bool = False
     started: float = field(default_factory=time.perf_counter)
-    coverage: dict[str, dict[str, Coverage]] = field(default_factory=dict)
-    """By engine, then mechanism."""
+    coverage: dict[str, dict[str, list[Portable]]] = field(default_factory=dict)
+    """By engine, then mechanism: the coverage of each run that records one (current variant only: twins reach
+    other states)."""
     current_failed: set[tuple[str, str, str]] = field(default_factory=set)
     """(mechanism, engine, configuration) where the current variant failed: twins are not judged there."""
-    on_row: Callable[[list[str], int, dict[str, object]], None] | None = None
+    on_row: Callable[[Row], None] | None = None
     """Told every row as it is added (a forked check streams its rows to the parent)."""
     cpu_mark: float = field(default_factory=lambda: cpu_seconds())
     """CPU seconds of this process (and its reaped workers) when the last row was added."""
@@ -195,34 +106,41 @@ class _Report:
         """A twin's catch counts only where the current variant passes the same configuration."""
         return (mechanism, engine, config) not in self.current_failed
 
-    def add(self, row: list[str], code: int, found: dict[str, object] | None = None) -> None:
-        """Add a row; `found["after_s"]`, where a forked check already measured it, is kept."""
+    def add(self, result: CheckResult, verdict: str | None = None, code: int = PASS) -> None:
+        """Add a result with its verdict (default: `judge`'s), timed now."""
+        if verdict is None:
+            verdict, code = judge(result)
         cpu, self.cpu_mark = self.cpu_mark, cpu_seconds()
-        entry = {"after_s": round(time.perf_counter() - self.started, 3), "cpu_s": round(self.cpu_mark - cpu, 3),
-                 **(found or {})}
+        timed = replace(result, cpu_s=round(self.cpu_mark - cpu, 3))
+        self.add_row(Row(timed, verdict, code, round(time.perf_counter() - self.started, 3)))
+
+    def add_row(self, row: Row) -> None:
+        """Add a row as it was timed (a forked check's, in the parent)."""
+        result = row.result
+        if result.expected is None and result.failures and not result.known:
+            self.current_failed.add((result.mechanism, result.engine, result.config))
+        if result.coverage is not None:
+            self.coverage.setdefault(result.engine, {}).setdefault(result.mechanism, []).append(result.coverage)
         self.rows.append(row)
-        self.codes.append(code)
-        self.found.append(entry)
-        self.worst = max(self.worst, code)
+        self.worst = max(self.worst, row.code)
         if self.on_row is not None:
-            self.on_row(row, code, entry)
-        if code != PASS and self.fail_fast:
+            self.on_row(row)
+        if row.code != PASS and self.fail_fast:
             raise _Stop
 
     def as_json(self) -> list[dict[str, object]]:
-        keys = ("mechanism", "engine", "subject", "verdict", "detail", "time")
-        return [{**dict(zip(keys, row, strict=True)), "code": code, **found}
-                for row, code, found in zip(self.rows, self.codes, self.found, strict=True)]
+        return [row.as_json() for row in self.rows]
 
     def junit(self, path: Path) -> None:
         """JUnit XML, one testcase per table row, so CI servers show each engine run and its failure."""
         suite = ET.Element("testsuite", name="brokerspec check", tests=str(len(self.rows)),
-                           failures=str(sum(code != PASS for code in self.codes)))
-        for (mechanism, engine, subject, verdict, detail, took), code in zip(self.rows, self.codes, strict=True):
+                           failures=str(sum(row.code != PASS for row in self.rows)))
+        for row in self.rows:
+            mechanism, engine, subject, verdict, detail, took = row.cells()
             case = ET.SubElement(suite, "testcase", classname=f"brokerspec.{mechanism}", name=f"{engine} {subject}",
                                  time=took.removesuffix("s") or "0")
-            if code != PASS:
-                ET.SubElement(case, "failure", message=verdict, type=f"exit {code}").text = detail
+            if row.code != PASS:
+                ET.SubElement(case, "failure", message=verdict, type=f"exit {row.code}").text = detail
             else:
                 ET.SubElement(case, "system-out").text = f"{verdict}: {detail}"
         try:
@@ -230,183 +148,13 @@ class _Report:
         except OSError as exc:
             raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 
-    def cover(self, engine: str, coverage: Coverage) -> None:
-        """Merge one run's coverage into its engine's for its mechanism (current variant only: twins reach others)."""
-        by_mechanism = self.coverage.setdefault(engine, {})
-        if coverage.mechanism in by_mechanism:
-            by_mechanism[coverage.mechanism].merge(coverage)
-        else:
-            by_mechanism[coverage.mechanism] = coverage
-
-
-def _check_explorer(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report,
-                    graphs: Graphs) -> bool:
-    expected = mechanism.twins.get(variant)
-    caught = False
-    for config_name, config in _explore_configs(args, mechanism).items():
-        if caught:
-            break  # the twin is caught; its remaining configurations add nothing (as for Hypothesis)
-        started = time.perf_counter()
-        result = graphs.explored(mechanism, variant, config_name)
-        if variant == mechanism.current:
-            action_names = tuple(_model(mechanism, config, variant).action_names)
-            report.cover("explorer", result.coverage(mechanism, variant, action_names))
-        known = mechanism.findings.get(config_name, {}) if expected is None else {}
-        names = [f.name for f in result.findings if f.name not in known]
-        detail = f"{result.states} states, {result.transitions} transitions, depth {result.max_depth}"
-        if not result.complete:
-            detail += " (bounded)"
-        if result.cached:
-            detail += f" (graph cached: explored in {result.elapsed_s:.1f}s)"
-        if known:
-            detail += f"; known finding(s) {', '.join(known)} on the next row"
-        verdict, code = _verdict(names, expected)
-        if expected is None and names:
-            report.current_failed.add((mechanism.name, "explorer", config_name))
-        if expected is not None and not report.judged(mechanism.name, "explorer", config_name):
-            verdict, names = "not judged (the current variant fails here)", []
-        caught = caught or (expected is not None and expected in names)
-        found: dict[str, object] = {}
-        if names and (expected is None or expected in names):
-            finding = next(f for f in result.findings if f.name == (expected or names[0]))
-            model = _model(mechanism, config, variant)
-            path = _save_finding(Path(args.out), mechanism, model, finding.path, f"explorer[{config_name}]", None,
-                                 finding)
-            detail += f"; {finding.kind} {finding.name} in {len(finding.path)} steps ({finding.detail}): {path}"
-            detail += _about(mechanism, config, finding.name, finding.detail)
-            found = {"failures": names, "target": finding.name, "steps": len(finding.path), "trace": str(path),
-                     "statement": mechanism.statement(finding.name, config)}
-            _progress(f"reproduce: brokerspec replay {path}")
-        took = time.perf_counter() - started if result.cached else result.elapsed_s
-        report.add([mechanism.name, f"explorer[{config_name}]", variant, verdict, detail, f"{took:.1f}s"],
-                   code if expected is None else PASS, found)
-        if known:
-            _known_findings(args, mechanism, variant, config_name, result, report)
-    return caught
-
-
-def _known_findings(
-    args: argparse.Namespace, mechanism: Mechanism, variant: str, config_name: str, result: Explored, report: _Report,
-) -> None:
-    """The configuration's known findings, on their own row: each must still be found, as a twin must be caught.
-
-    The trace is the first one found's (a shortest path: a later finding's path may pass through it, and a
-    trace stops at its first failure).
-    """
-    known = mechanism.findings[config_name]
-    found = {f.name: f for f in result.findings if f.name in known}
-    missed = [name for name in known if name not in found]
-    detail = ", ".join(f"{name} in {len(f.path)} steps" for name, f in found.items())
-    row: dict[str, object] = {"failures": list(found)}
-    if found:
-        first = next(iter(found.values()))
-        model = _model(mechanism, mechanism.every_explore_config[config_name], variant)
-        path = _save_finding(Path(args.out), mechanism, model, first.path, f"explorer[{config_name}]", None, first)
-        detail += f"; trace of {first.name}: {path}"
-        row.update(target=first.name, steps=len(first.path), trace=str(path))
-        _progress(f"reproduce: brokerspec replay {path}")
-    detail += f"; written up in {', '.join(dict.fromkeys(known.values()))}"
-    verdict, code = ("known finding(s) found", PASS) if not missed else (f"FINDING MISSED {','.join(missed)}", VIOLATED)
-    report.add([mechanism.name, f"explorer[{config_name}]", ",".join(known), verdict, detail, ""], code, row)
-
-
-def _check_hypothesis(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report) -> bool:
-    expected = mechanism.twins.get(variant)
-    for config_name, config in mechanism.hypothesis_configs.items():
-        cap = f", at most {args.budget:g}s" if args.budget is not None else ""
-        label = f"{mechanism.name}/{variant}/{config_name}"
-        _progress(f"  hypothesis {label}: {args.batches} batch(es){cap}, {args.profile}")
-        coverage = None
-        if variant == mechanism.current:
-            coverage = Coverage.of(mechanism, variant, _model(mechanism, config, variant).action_names)
-        run, batches, steps, elapsed = run_stateful(mechanism, variant, config, args.seed, args.budget, args.profile,
-                                                    coverage, batches_max=args.batches)
-        if coverage is not None:
-            report.cover("hypothesis", coverage)
-        names = list(run.failures) if run else []
-        verdict, code = _verdict(names, expected)
-        if expected is None and names:
-            report.current_failed.add((mechanism.name, "hypothesis", config_name))
-        if expected is not None and not report.judged(mechanism.name, "hypothesis", config_name):
-            verdict, names = "not judged (the current variant fails here)", []
-        detail = f"{steps} steps in {batches} batch(es) from seed {args.seed}"
-        found: dict[str, object] = {}
-        if run is not None and run.actions:
-            model = _model(mechanism, config, variant)
-            target = expected if expected in run.failures else run.failures[0]
-            actions = shrunk(mechanism.for_config(config), model.config, model.variant, run.actions, target)
-            path = _save_finding(Path(args.out), mechanism, model, actions, f"hypothesis[{config_name}]", args.seed)
-            detail += f"; {target} in {len(actions)} steps: {path}{_about(mechanism, config, target)}"
-            found = {"failures": names, "target": target, "steps": len(actions), "trace": str(path),
-                     "statement": mechanism.statement(target, config)}
-            _progress(f"reproduce: brokerspec replay {path}")
-        elif run is not None:
-            detail += f"; {run.detail}"
-            found = {"failures": names, "target": names[0] if names else "exception", "steps": 0}
-        report.add([mechanism.name, f"hypothesis[{config_name}]", variant, verdict, detail, f"{elapsed:.1f}s"],
-                   code if expected is None else PASS, found)
-        if expected is not None and expected in names:
-            return True  # the twin is caught; the remaining configurations add nothing
-    return False
-
-
-def run_conformance(
-    mechanism: Mechanism, variant: str, config_name: str, max_steps: int | None, max_states: int | None = None,
-    workers: int = 1, planned: Tour | None = None,
-) -> Conformance:
-    """Every transition of the explorer's configuration `config_name`, replayed on the reference (the `planned`
-    tour of its graph, where the caller has it)."""
-    make_reference = mechanism.make_reference
-    assert make_reference is not None
-    config = mechanism.every_explore_config[config_name]
-    model = _model(mechanism, config, variant)
-    label = f"{mechanism.name}/{variant}/{config_name}"
-    _progress(f"  conformance {label}: every transition on the reference"
-              + (f", at most {max_steps} steps" if max_steps is not None else ""))
-    return conform(lambda: mechanism.make_model(config, variant), lambda: make_reference(model.config, variant),
-                   max_states=max_states, max_steps=max_steps, terminal_ok=getattr(model, "terminal_ok", None),
-                   workers=workers, progress=lambda line: _progress(f"  conformance {label}: {line}"),
-                   known=frozenset(mechanism.findings.get(config_name, {})), planned=planned)
-
-
-def _check_conformance(args: argparse.Namespace, mechanism: Mechanism, variant: str, report: _Report,
-                       graphs: Graphs) -> None:
-    """The reference replays every explored transition (the current variant only: a twin's model shares its bug)."""
-    if mechanism.make_reference is None or args.conformance_steps == 0:
-        return  # no reference to replay on, or turned off
-    for config_name, config in _explore_configs(args, mechanism).items():
-        if mechanism.for_config(config).make_reference is None:
-            why = mechanism.model_only[mechanism.scope(config)]
-            report.add([mechanism.name, f"conformance[{config_name}]", variant, "not replayed",
-                        f"model only: {why}", ""], PASS)
-            continue
-        steps = args.conformance_steps
-        if steps is None:
-            steps = mechanism.conformance_steps.get(config_name, CONFORMANCE_STEPS)
-            cap = profiles.CHECK_PROFILES[args.profile].conformance_steps
-            steps = steps if cap is None else min(steps, cap)
-        started = time.perf_counter()  # the row's time includes the search when the graph was not kept
-        planned = graphs.tour(mechanism, variant, config_name, steps)
-        result = run_conformance(mechanism, variant, config_name, steps, args.max_states, args.workers, planned)
-        detail = result.summary()
-        found = result.deviation
-        verdict, code = "pass", PASS
-        if found is not None:
-            model = _model(mechanism, config, variant)
-            actions = shrunk(mechanism, model.config, variant, found.actions, found.target) if found.actions else ()
-            path = _save_finding(Path(args.out), mechanism, model, actions, f"conformance[{config_name}]", None)
-            verdict, code = f"VIOLATED {','.join(found.failures)}", VIOLATED
-            why = f" ({found.detail})" if found.detail else ""
-            detail += f"; {found.target} in {len(actions)} steps{why}: {path}{_about(mechanism, config, found.target)}"
-            _progress(f"reproduce: brokerspec replay {path} --against reference")
-            report.current_failed.add((mechanism.name, "conformance", config_name))
-            finding = {"failures": list(found.failures), "target": found.target, "steps": len(actions),
-                       "trace": str(path), "statement": mechanism.statement(found.target, config)}
-            if found.target == DIVERGENCE:  # no invariant named it: the harness's own defect, said as such
-                finding["harness_defect"] = mechanism.unnamed_divergence(config, found.detail)
-                detail += f"; {finding['harness_defect']}"
-        report.add([mechanism.name, f"conformance[{config_name}]", variant, verdict, detail,
-                    f"{time.perf_counter() - started:.1f}s"], code, finding if found is not None else None)
+    def covered(self, engine: str, mechanism: Mechanism) -> Coverage:
+        """What the engine's runs on `mechanism` covered, all together."""
+        first, *rest = self.coverage[engine][mechanism.name]
+        covered = Coverage.restored(mechanism, first)
+        for more in rest:
+            covered.merge(Coverage.restored(mechanism, more))
+        return covered
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -425,13 +173,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps({"rows": report.as_json(), "code": report.worst}, indent=1))
         return report.worst
     width = _width()
-    print(_table(report.rows, ["mechanism", "engine", "variant/invariant", "verdict", "detail", "time"], long=4,
-                 width=width))
+    print(_table([row.cells() for row in report.rows], ["mechanism", "engine", "variant/invariant", "verdict",
+                                                          "detail", "time"], long=4, width=width))
     profile = profiles.CHECK_PROFILES[args.profile]
+    by_name = {mechanism.name: mechanism for mechanism in _mechanisms(args.mechanism)}
     for engine, by_mechanism in report.coverage.items() if not profile.quick else ():
         print(f"\ncoverage ({engine}, current variant):")
-        for name, coverage in by_mechanism.items():
-            print("\n".join(_wrapped(f"{name}: {coverage.summary()}", width, "    ", first="  ")))
+        for name in by_mechanism:
+            summary = report.covered(engine, by_name[name]).summary()
+            print("\n".join(_wrapped(f"{name}: {summary}", width, "    ", first="  ")))
     if profile.quick:
         print("\nquick profile: the smallest configurations only, without twins, Hypothesis or Z3 (the gate is "
               "`brokerspec check`)")
@@ -439,43 +189,71 @@ def cmd_check(args: argparse.Namespace) -> int:
     return report.worst
 
 
-def _explore_configs(args: argparse.Namespace, mechanism: Mechanism) -> dict[str, Mapping[str, Param]]:
+def _explore_configs(args: argparse.Namespace, mechanism: Mechanism) -> list[str]:
     """The explore configurations the profile checks: the quick ones, the gate's, or the gate's and the nightly."""
     profile = profiles.CHECK_PROFILES[args.profile]
     if profile.quick:
-        names = mechanism.quick_configs or tuple(mechanism.explore_configs)[:1]
-        return {name: mechanism.explore_configs[name] for name in names}
-    return dict(mechanism.every_explore_config if profile.nightly else mechanism.explore_configs)
+        return list(mechanism.quick_configs or tuple(mechanism.explore_configs)[:1])
+    return list(mechanism.every_explore_config if profile.nightly else mechanism.explore_configs)
+
+
+def _conformance_steps(args: argparse.Namespace, mechanism: Mechanism, config_name: str) -> int | None:
+    """The steps a configuration's replay may take: `--conformance-steps`, else the mechanism's budget for it
+    capped by the profile's."""
+    if args.conformance_steps is not None:
+        return int(args.conformance_steps)
+    steps = mechanism.conformance_steps.get(config_name, CONFORMANCE_STEPS)
+    cap = profiles.CHECK_PROFILES[args.profile].conformance_steps
+    return steps if cap is None else min(steps, cap)
+
+
+def _engine_runs(args: argparse.Namespace, checker: Checker, mechanism: Mechanism, variant: str, engine: str,
+                 report: _Report) -> Iterator[CheckResult]:
+    """One engine's results on a variant, configuration after configuration; a twin's stop at its catch (the
+    remaining configurations add nothing)."""
+    expected = mechanism.twins.get(variant)
+    configs = _explore_configs(args, mechanism) if engine == "explorer" else list(mechanism.hypothesis_configs)
+    for config_name in configs:
+        judged = expected is None or report.judged(mechanism.name, engine, config_name)
+        if engine == "explorer":
+            results = checker.explorer(mechanism, variant, config_name, expected=expected, judged=judged)
+        else:
+            results = [checker.hypothesis(mechanism, variant, config_name, seed=args.seed, budget_s=args.budget,
+                                          profile=args.profile, batches=args.batches, expected=expected,
+                                          judged=judged)]
+        yield from results
+        if expected is not None and expected in results[0].failures:
+            return
 
 
 def _check_mechanism(args: argparse.Namespace, mechanism: Mechanism, report: _Report) -> None:
     """Every engine of the profile on one mechanism: its rows, in the order the table shows them."""
     profile = profiles.CHECK_PROFILES[args.profile]
-    graphs = Graphs(None if args.no_cache else cache.default_folder(), args.max_states)
+    graphs = Graphs(None if args.no_cache else cache.default_folder(), args.max_states, _progress)
+    checker = Checker(graphs, Traces(Path(args.out), render, _progress), _progress)
     variants = [args.variant] if args.variant else list(mechanism.variants)
     if profile.quick:
         variants = [v for v in variants if v == mechanism.current]
     for variant in variants:
         _model(mechanism, None, variant)
         expected = mechanism.twins.get(variant)
-        if expected is None:
-            _check_conformance(args, mechanism, variant, report, graphs)
+        if expected is None and mechanism.make_reference is not None and args.conformance_steps != 0:
+            for config_name in _explore_configs(args, mechanism):
+                report.add(checker.conformance(mechanism, variant, config_name, max_states=args.max_states,
+                                               steps=_conformance_steps(args, mechanism, config_name),
+                                               workers=args.workers))
         for engine in ("explorer", "hypothesis") if profile.hypothesis is not None else ("explorer",):
-            if engine == "explorer":
-                caught = _check_explorer(args, mechanism, variant, report, graphs)
-            else:
-                caught = _check_hypothesis(args, mechanism, variant, report)
+            caught = False
+            for result in _engine_runs(args, checker, mechanism, variant, engine, report):
+                report.add(result)
+                caught = caught or (expected is not None and expected in result.failures)
             if not caught and expected is not None:
-                report.add([mechanism.name, engine, variant, f"TWIN MISSED ({expected})",
-                            "no configuration of this engine caught the known bug", ""], VIOLATED)
-    if mechanism.proofs is not None and not args.variant and not profile.quick:
-        _progress(f"  z3 {mechanism.name}: depth {args.depth}")
-        for proof, must_hold in mechanism.proofs(args.depth):
-            ok = proof.holds == must_hold
-            verdict = ("proved" if proof.holds else "twin caught") if ok else (
-                "PROOF FAILED" if must_hold else "TWIN MISSED")
-            report.add([mechanism.name, f"z3[{proof.system}]", proof.invariant, verdict, proof.summary(),
-                        f"{proof.elapsed_s:.1f}s"], PASS if ok else VIOLATED)
+                report.add(CheckResult(mechanism.name, engine, "", variant, expected=expected,
+                                       detail="no configuration of this engine caught the known bug"),
+                           f"TWIN MISSED ({expected})", VIOLATED)
+    if not args.variant and not profile.quick:
+        for result in checker.proofs(mechanism, args.depth):
+            report.add(result)
 
 
 def _run_check(args: argparse.Namespace, report: _Report) -> None:
@@ -501,9 +279,9 @@ def _seconds(cell: str) -> float:
     return float(cell.removesuffix("s") or 0)
 
 
-def _streamer(results: Any, index: int) -> Callable[[list[str], int, dict[str, object]], None]:
+def _streamer(results: Any, index: int) -> Callable[[Row], None]:
     """A forked check's `on_row`: every row goes to the parent as it is added, with its mechanism's index."""
-    return lambda row, code, found: results.put(("row", index, (row, code, found)))
+    return lambda row: results.put(("row", index, row))
 
 
 def _run_parallel(args: argparse.Namespace, mechanisms: Sequence[Mechanism], workers: int, report: _Report) -> None:
@@ -531,8 +309,7 @@ def _run_parallel(args: argparse.Namespace, mechanisms: Sequence[Mechanism], wor
                 except UsageError as error:
                     results.put(("error", index, str(error)))
                     return
-                results.put(("done", index, [(engine, covered.portable()) for engine, by in part.coverage.items()
-                                             for covered in by.values()]))
+                results.put(("done", index, None))
         except BaseException as error:  # a defect of the harness: said, never a parent waiting for ever
             traceback.print_exc()
             results.put(("crash", -1, f"{type(error).__name__}: {error}"))
@@ -540,8 +317,8 @@ def _run_parallel(args: argparse.Namespace, mechanisms: Sequence[Mechanism], wor
             results.put(None)
 
     processes = [context.Process(target=interrupts.ignoring_interrupts(work), daemon=True) for _ in range(workers)]
-    rows: dict[int, list[tuple[list[str], int, dict[str, object]]]] = {i: [] for i in range(len(mechanisms))}
-    coverage: dict[int, list[tuple[str, Portable]]] = {}
+    rows: dict[int, list[Row]] = {i: [] for i in range(len(mechanisms))}
+    done: set[int] = set()
     try:
         for process in processes:
             interrupts.start(process)
@@ -562,39 +339,19 @@ def _run_parallel(args: argparse.Namespace, mechanisms: Sequence[Mechanism], wor
             if kind == "crash":
                 raise RuntimeError(f"a check worker failed: {payload}")
             if kind == "done":
-                coverage[index] = payload
+                done.add(index)
                 continue
             rows[index].append(payload)
-            stop = payload[1] != PASS and args.fail_fast
+            stop = payload.code != PASS and args.fail_fast
     finally:  # Ctrl-C, an error or --fail-fast before they are done: the workers, which ignore Ctrl-C, are stopped
         interrupts.stop([p for p in processes if p.pid is not None])
-    if len(coverage) == len(mechanisms) and not args.fail_fast:  # every one ran to its end: its time orders the next
-        took = {mechanisms[i].name: sum(_seconds(row[5]) for row, _, _ in rows[i]) for i in coverage}
+    if len(done) == len(mechanisms) and not args.fail_fast:  # every one ran to its end: its time orders the next
+        took = {mechanisms[i].name: sum(_seconds(row.cells()[5]) for row in rows[i]) for i in done}
         timings.put("timings", f"check-{args.profile}", took)
     with contextlib.suppress(_Stop):
-        for index, mechanism in enumerate(mechanisms):
-            for row, code, found in rows[index]:
-                report.add(row, code, found)
-            for engine, portable in coverage.get(index, []):
-                report.cover(engine, Coverage.restored(mechanism, portable))
-
-
-def _about(mechanism: Mechanism, config: Mapping[str, Param], name: str, shown: str = "") -> str:
-    """"; NAME: its statement" (`Mechanism.statement`, the text `invariants` prints), for the end of a failing row's
-    detail, after the trace's path; "" where `shown` already says it or the name has none (a divergence)."""
-    statement = mechanism.statement(name, config)
-    return f"; {name}: {statement}" if statement and statement != shown else ""
-
-
-def _verdict(found: Sequence[str], expected: str | None) -> tuple[str, int]:
-    """Current variants must pass; a known-bad variant must be caught on its invariant."""
-    if expected is None:
-        if not found:
-            return "pass", PASS
-        return f"VIOLATED {','.join(found)}", VIOLATED  # a divergence of the reference is a bug too; 2 is for ports
-    if expected in found:
-        return f"twin caught ({expected})", PASS
-    return "not reached here", PASS
+        for index in range(len(mechanisms)):
+            for row in rows[index]:  # the coverage of a mechanism stopped before its end is left out
+                report.add_row(row if index in done else replace(row, result=replace(row.result, coverage=None)))
 
 
 def cmd_prove(args: argparse.Namespace) -> int:
@@ -622,25 +379,29 @@ def cmd_explore(args: argparse.Namespace) -> int:
         args.config = next(iter(mechanism.explore_configs))
     if args.config not in mechanism.every_explore_config:
         raise UsageError(f"unknown config {args.config!r} (known: {', '.join(mechanism.every_explore_config)})")
-    result = run_explorer(mechanism, variant, args.config, args.max_states, symmetry=args.symmetry,
-                          workers=args.workers, por=args.por, preemption_bound=args.preemption_bound)
     model = _model(mechanism, mechanism.every_explore_config[args.config], variant)
-    reduced = ""
+    try:
+        searched = reduced(model, args.por, args.preemption_bound)
+    except ValueError as error:
+        raise UsageError(f"{mechanism.name}/{args.config}: {error}") from error
+    result = search(searched, f"{mechanism.name}/{variant}/{args.config}", _progress, max_states=args.max_states,
+                    symmetry=args.symmetry, workers=args.workers,
+                    unreduced=model if args.por and args.preemption_bound is None else None)
+    reduction = ""
     if args.symmetry:
-        reduced = " (one per orbit of the model's symmetry)" if result.symmetry else " (no symmetry here)"
+        reduction = " (one per orbit of the model's symmetry)" if result.symmetry else " (no symmetry here)"
     if args.por:
-        reduced += " (partial-order reduced)"
+        reduction += " (partial-order reduced)"
     if args.preemption_bound is not None:
-        reduced += f" (at most {args.preemption_bound} preemptions: complete only up to that bound)"
+        reduction += f" (at most {args.preemption_bound} preemptions: complete only up to that bound)"
     ended = "complete" if result.complete else "bounded"
-    print(f"{mechanism.name}/{variant}/{args.config}: {len(result.states)} states{reduced}, "
+    print(f"{mechanism.name}/{variant}/{args.config}: {len(result.states)} states{reduction}, "
           f"{result.transitions} transitions, depth {result.max_depth}, {ended}, "
           f"{result.states_per_second:,.0f} states/s on {result.workers} process(es)")
     print("coverage: " + ", ".join(f"{k}={v}" for k, v in sorted(result.coverage.items())))
+    traces = Traces(Path(args.out), render, _progress)
     for finding in result.findings:
-        path = _save_finding(
-            Path(args.out), mechanism, model, finding.path, f"explorer[{args.config}]", None, finding
-        )
+        path = traces.save(mechanism, model, finding.path, f"explorer[{args.config}]", None, finding)
         print(f"{finding.kind} {finding.name}: {len(finding.path)} steps -> {path}")
         print(f"  {finding.detail}")
         print(f"  reproduce: brokerspec replay {path}")
@@ -655,7 +416,7 @@ def _explore_conformance(args: argparse.Namespace, mechanism: Mechanism, variant
     known findings allowed (its own explorer reports them)."""
     if mechanism.for_config(mechanism.every_explore_config[args.config]).make_reference is None:
         raise UsageError(f"{mechanism.name}/{args.config}: no reference implementation to replay on")
-    result = run_conformance(mechanism, variant, args.config, None, args.max_states, args.workers)
+    result = run_conformance(mechanism, variant, args.config, None, args.max_states, args.workers, say=_progress)
     found = result.deviation
     verdict = "pass" if found is None else f"VIOLATED {','.join(found.failures)} ({found.target}: {found.detail})"
     print(f"conformance {mechanism.name}/{variant}/{args.config}: {verdict}: {result.summary()}, "

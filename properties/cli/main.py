@@ -17,7 +17,7 @@ from typing import Any
 
 from models.core import Model
 from properties import registry
-from properties.cli.check import CONFORMANCE_STEPS, cmd_check, cmd_explore, cmd_prove
+from properties.cli.check import cmd_check, cmd_explore, cmd_prove
 from properties.cli.common import (
     DIVERGED,
     INFRA,
@@ -40,6 +40,7 @@ from properties.cli.ports import MODEL_ONLY_NOTE, add_verify_parser, recorded_on
 from properties.cli.promote import CORPUS, promote
 from properties.cli.report import render
 from properties.engines import profiles
+from properties.engines.checks import CONFORMANCE_STEPS
 from properties.engines.counterexamples import shrunk
 from properties.engines.lockstep import DIVERGENCE
 from properties.engines.protocol import describe

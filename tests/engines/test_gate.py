@@ -18,11 +18,12 @@ import pytest
 from models.core import Json
 from properties import registry
 from properties.cli import PASS, VIOLATED, check, main
-from properties.cli.explored import Graphs
 from properties.cli.gate_bench import CheckRun, markdown
 from properties.engines import cache, explorer
 from properties.engines.conformance import Tour, conform
 from properties.engines.explorer import explore
+from properties.engines.graphs import Graphs
+from properties.engines.result import CheckResult
 from tests.engines import tiny
 from tests.engines.tiny import CounterImpl, CounterModel
 
@@ -49,7 +50,7 @@ def test_a_second_search_is_read_from_the_cache_with_the_same_facts(monkeypatch:
     def no_search(*_: object, **__: object) -> None:
         raise AssertionError("the graph was searched again")
 
-    monkeypatch.setattr("properties.cli.explored.explore", no_search)
+    monkeypatch.setattr("properties.engines.graphs.explore", no_search)
     again = Graphs(tmp_path, None)
     kept = again.explored(tiny.MECHANISM, "overflow", "small")
     assert kept.cached and (kept.states, kept.transitions, kept.findings) == (
@@ -115,7 +116,8 @@ def test_fail_fast_stops_every_worker_at_the_first_failing_row(monkeypatch: pyte
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     def fake(args: object, mechanism: object, report: check._Report) -> None:
         if getattr(mechanism, "name", "") == "tiny":
-            report.add(["tiny", "conformance[small]", "fixed", "VIOLATED C-I1", "planted", "0.0s"], VIOLATED)
+            report.add(CheckResult("tiny", "conformance", "small", "fixed", failures=("C-I1",), seconds=0.0,
+                                   detail="planted"))
         time.sleep(120)  # the other worker is still busy: the check must not wait for it
 
     monkeypatch.setattr(check, "_check_mechanism", fake)

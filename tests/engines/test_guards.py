@@ -12,15 +12,16 @@ reports a divergence there as a defect of the harness.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from properties import registry
-from properties.cli.check import _check_conformance, _Report
-from properties.cli.explored import Graphs
+from properties.cli.check import judge
+from properties.cli.report import render
+from properties.engines.checks import CONFORMANCE_STEPS, Checker, Traces
+from properties.engines.graphs import Graphs
 from properties.engines.mechanism import HARNESS_INPUT, Guard, Mechanism
 from tests.engines.tiny import MECHANISM as TINY
 from tests.engines.tiny import CounterImpl
@@ -119,10 +120,10 @@ def _off_by_one(guards: dict[str, dict[str, Guard]]) -> Mechanism:
 def test_check_reports_an_unguarded_divergence_as_a_defect_of_the_harness(
     tmp_path: Path, guards: dict[str, dict[str, Guard]], said: str,
 ) -> None:
-    args = argparse.Namespace(conformance_steps=None, max_states=None, workers=1, out=str(tmp_path), profile="ci")
-    report = _Report()
-    _check_conformance(args, _off_by_one(guards), "fixed", report, Graphs(None, None))
-    (row,) = report.as_json()
-    assert row["verdict"] == "VIOLATED divergence"
+    checker = Checker(Graphs(None, None), Traces(tmp_path, render, lambda _: None), lambda _: None)
+    result = checker.conformance(_off_by_one(guards), "fixed", "small", steps=CONFORMANCE_STEPS, max_states=None,
+                                 workers=1)
+    row = result.found()
+    assert judge(result)[0] == "VIOLATED divergence"
     assert row["harness_defect"] == f"a defect of the harness: {said}"
-    assert str(row["harness_defect"]) in str(row["detail"])
+    assert str(row["harness_defect"]) in result.detail

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from properties.cli.check import CONFORMANCE_STEPS
+from properties.engines.checks import CONFORMANCE_STEPS
 from properties.engines.conformance import conform
 from properties.engines.coverage import from_exploration
 from properties.engines.explorer import explore

@@ -12,7 +12,7 @@ import pytest
 
 from models.core import Action, Param
 from models.keyshared import JUMP_RELEASED, RESET_BACK, KeySharedModel, KSState
-from properties.cli.check import CONFORMANCE_STEPS
+from properties.engines.checks import CONFORMANCE_STEPS
 from properties.engines.conformance import conform
 from properties.engines.coverage import from_exploration
 from properties.engines.explorer import explore

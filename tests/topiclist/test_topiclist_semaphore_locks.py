@@ -188,7 +188,7 @@ def test_a_request_queued_after_an_earlier_one_was_freed_gets_its_own_name() -> 
     one, once lent the later request its stale name, so Hypothesis saw a divergence that depended on when the
     collector ran (seed 0, one batch, in a fresh interpreter). The same batch now passes wherever it runs."""
     program = ("from properties import registry\n"
-               "from properties.cli.check import run_stateful\n"
+               "from properties.engines.checks import run_stateful\n"
                "m = registry.get('topiclist')\n"
                "run, *_ = run_stateful(m, m.current, m.hypothesis_configs['semaphore-locks'], 0, None, 'ci', None, 1)\n"
                "print(run.detail if run else 'pass')\n")
