@@ -20,7 +20,7 @@ from hypothesis import settings
 from models.core import Action, Model, ModelWrapper
 from properties import registry
 from properties.cli import main
-from properties.cli.check import _Report
+from properties.cli.check import Report
 from properties.engines.coverage import Coverage, from_exploration, from_hypothesis
 from properties.engines.explorer import explore
 from properties.engines.mechanism import Mechanism
@@ -150,7 +150,7 @@ def test_check_prints_coverage_and_writes_junit(tmp_path: Path, capsys: pytest.C
 
 
 def test_junit_marks_violated_rows(tmp_path: Path) -> None:
-    report = _Report()
+    report = Report()
     report.add(CheckResult("delayed", "explorer", "small", "current", seconds=0.1, detail="10 states"))
     report.add(CheckResult("delayed", "hypothesis", "default", "current", failures=("DD-I1",), seconds=2.0,
                            detail="<details & more>"))

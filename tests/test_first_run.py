@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from properties.cli import PASS, USAGE, VIOLATED, main
-from properties.cli.common import PIPE_WIDTH, _table
-from properties.cli.main import _parser
+from properties.cli.common import PIPE_WIDTH, table
+from properties.cli.main import parser
 from properties.cli.promote import CORPUS
 from traces.format import load
 
@@ -53,9 +53,9 @@ def test_a_bad_number_or_name_is_one_line_and_exit_3(argv: list[str], capsys: py
 def test_a_long_detail_gets_lines_of_its_own_within_the_width_and_a_path_is_never_cut() -> None:
     path = "/tmp/" + "d" * 90 + "/keyshared/pip282-explorer-gap-KS-I1.json"
     detail = "invariant KS-I1 in 9 steps " * 8 + f"(a key held by two consumers): {path}; " + "x" * 400
-    table = _table([["keyshared", "explorer[gap]", detail, "1.0s"], ["pidquota", "z3", "proved", "0.0s"]],
+    shown = table([["keyshared", "explorer[gap]", detail, "1.0s"], ["pidquota", "z3", "proved", "0.0s"]],
                    ["mechanism", "engine", "detail", "time"], long=2, width=PIPE_WIDTH)
-    lines = table.splitlines()
+    lines = shown.splitlines()
     assert max(len(line) for line in lines) <= PIPE_WIDTH
     assert lines[2].split() == ["keyshared", "explorer[gap]", "1.0s"]  # the row, then its detail below it
     assert any(line.strip() == path + ";" for line in lines)
@@ -75,10 +75,10 @@ def _subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str,
 
 
 def test_every_option_of_every_command_says_what_it_does() -> None:
-    commands = _subcommands(_parser())
+    commands = _subcommands(parser())
     assert {"check", "verify", "simulate", "pipeline check", "pipeline explore"} <= set(commands)
-    for command, parser in commands.items():
-        silent = [a.dest for a in parser._actions if not a.help and a.option_strings]
+    for command, each in commands.items():
+        silent = [a.dest for a in each._actions if not a.help and a.option_strings]
         assert not silent, (command, silent)
 
 
@@ -92,7 +92,7 @@ def test_pipeline_alone_names_its_subcommands_and_what_they_do(capsys: pytest.Ca
 def test_on_a_narrow_terminal_the_cells_are_not_aligned_and_every_line_fits() -> None:
     rows = [["pidquota", "conformance[two_principals]", "current", "twin caught (PQ-I1)", "every 22113 transitions "
              "of 3681 states replayed in 5980 walks, 83054 steps", "14.7s"]]
-    lines = _table(rows, ["mechanism", "engine", "variant/invariant", "verdict", "detail", "time"], long=4,
+    lines = table(rows, ["mechanism", "engine", "variant/invariant", "verdict", "detail", "time"], long=4,
                    width=80).splitlines()
     assert lines[2] == "pidquota conformance[two_principals] current twin caught (PQ-I1) 14.7s"
     assert lines[3].startswith("    every 22113") and max(len(line) for line in lines) <= 80

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from models.core import Model
 from properties.cli import mutants
-from properties.cli.common import _progress
+from properties.cli.common import progress
 from properties.cli.ports import bench_port_tour
 from properties.engines.checks import run_conformance, run_stateful
 from properties.engines.explorer import Exploration, explore
@@ -199,7 +199,7 @@ def bench(mechanism: Mechanism, *, seconds: float, seed: int, folder: Path = OUT
             key = time_to_bug_key(invariant, variant, "hypothesis", config_name)
             out[key] = round(elapsed, 2) if caught else f"not found in {HYPOTHESIS_LIMIT_S:g}s"
     if mechanism.make_reference is not None:
-        conformance = run_conformance(mechanism, mechanism.current, name, CONFORMANCE_BENCH_STEPS, say=_progress)
+        conformance = run_conformance(mechanism, mechanism.current, name, CONFORMANCE_BENCH_STEPS, say=progress)
         out["conformance_config"] = name
         out["conformance_steps_per_s"] = round(conformance.steps_per_second)
         out["conformance_transitions_per_s"] = round(conformance.covered / conformance.elapsed_s)
@@ -227,7 +227,7 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     lines = ["| " + " | ".join(_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
     lines.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)
     return lines
@@ -242,7 +242,7 @@ def write_markdown(folder: Path, name: str, sections: Sequence[Section], *, titl
     page = folder / f"{name}.md"
     lines = [f"# {title}", "", summary]
     for section in sections:
-        lines += ["", f"## {section.heading}", "", *_table(section.headers, section.rows)]
+        lines += ["", f"## {section.heading}", "", *table(section.headers, section.rows)]
         for figure in section.figures:
             lines += ["", f"![{figure.stem}]({Path(os.path.relpath(figure, folder)).as_posix()})"]
     page.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -265,7 +265,7 @@ def write_index(folder: Path) -> Path:
              f"latest run, with its plots beside it. Goals: explorer {EXPLORER_GOAL:,} distinct states/s, "
              f"Hypothesis lockstep {STATEFUL_GOAL:,} steps/s.")
     index = folder / INDEX
-    index.write_text("\n".join(["# brokerspec bench", "", intro, "", *_table(["page", "summary"], rows)]) + "\n",
+    index.write_text("\n".join(["# brokerspec bench", "", intro, "", *table(["page", "summary"], rows)]) + "\n",
                      encoding="utf-8")
     return index
 

@@ -23,7 +23,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from properties.cli.common import PASS, VIOLATED, UsageError, _mechanisms, _model, _progress, _table, _width, _wrapped
+from properties.cli.common import (
+    PASS,
+    VIOLATED,
+    UsageError,
+    make_model,
+    mechanisms,
+    progress,
+    table,
+    table_width,
+    wrapped,
+)
 from properties.cli.report import render
 from properties.engines import cache, interrupts, profiles
 from properties.engines.checks import CONFORMANCE_STEPS, Checker, Traces, run_conformance
@@ -85,7 +95,7 @@ def judge(result: CheckResult) -> tuple[str, int]:
 
 
 @dataclass
-class _Report:
+class Report:
     """The check's rows and exit code; twins are judged per engine over all configurations."""
 
     rows: list[Row] = field(default_factory=list)
@@ -160,7 +170,7 @@ class _Report:
 def cmd_check(args: argparse.Namespace) -> int:
     if args.batches is None:
         args.batches = profiles.CHECK_PROFILES[args.profile].batches
-    report = _Report(fail_fast=args.fail_fast)
+    report = Report(fail_fast=args.fail_fast)
     with contextlib.suppress(_Stop):
         _run_check(args, report)
     if not args.no_cache:
@@ -172,16 +182,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"rows": report.as_json(), "code": report.worst}, indent=1))
         return report.worst
-    width = _width()
-    print(_table([row.cells() for row in report.rows], ["mechanism", "engine", "variant/invariant", "verdict",
-                                                          "detail", "time"], long=4, width=width))
+    columns = table_width()
+    print(table([row.cells() for row in report.rows], ["mechanism", "engine", "variant/invariant", "verdict",
+                                                          "detail", "time"], long=4, width=columns))
     profile = profiles.CHECK_PROFILES[args.profile]
-    by_name = {mechanism.name: mechanism for mechanism in _mechanisms(args.mechanism)}
+    by_name = {mechanism.name: mechanism for mechanism in mechanisms(args.mechanism)}
     for engine, by_mechanism in report.coverage.items() if not profile.quick else ():
         print(f"\ncoverage ({engine}, current variant):")
         for name in by_mechanism:
             summary = report.covered(engine, by_name[name]).summary()
-            print("\n".join(_wrapped(f"{name}: {summary}", width, "    ", first="  ")))
+            print("\n".join(wrapped(f"{name}: {summary}", columns, "    ", first="  ")))
     if profile.quick:
         print("\nquick profile: the smallest configurations only, without twins, Hypothesis or Z3 (the gate is "
               "`brokerspec check`)")
@@ -208,7 +218,7 @@ def _conformance_steps(args: argparse.Namespace, mechanism: Mechanism, config_na
 
 
 def _engine_runs(args: argparse.Namespace, checker: Checker, mechanism: Mechanism, variant: str, engine: str,
-                 report: _Report) -> Iterator[CheckResult]:
+                 report: Report) -> Iterator[CheckResult]:
     """One engine's results on a variant, configuration after configuration; a twin's stop at its catch (the
     remaining configurations add nothing)."""
     expected = mechanism.twins.get(variant)
@@ -226,16 +236,16 @@ def _engine_runs(args: argparse.Namespace, checker: Checker, mechanism: Mechanis
             return
 
 
-def _check_mechanism(args: argparse.Namespace, mechanism: Mechanism, report: _Report) -> None:
+def _check_mechanism(args: argparse.Namespace, mechanism: Mechanism, report: Report) -> None:
     """Every engine of the profile on one mechanism: its rows, in the order the table shows them."""
     profile = profiles.CHECK_PROFILES[args.profile]
-    graphs = Graphs(None if args.no_cache else cache.default_folder(), args.max_states, _progress)
-    checker = Checker(graphs, Traces(Path(args.out), render, _progress), _progress)
+    graphs = Graphs(None if args.no_cache else cache.default_folder(), args.max_states, progress)
+    checker = Checker(graphs, Traces(Path(args.out), render, progress), progress)
     variants = [args.variant] if args.variant else list(mechanism.variants)
     if profile.quick:
         variants = [v for v in variants if v == mechanism.current]
     for variant in variants:
-        _model(mechanism, None, variant)
+        make_model(mechanism, None, variant)
         expected = mechanism.twins.get(variant)
         if expected is None and mechanism.make_reference is not None and args.conformance_steps != 0:
             for config_name in _explore_configs(args, mechanism):
@@ -256,16 +266,16 @@ def _check_mechanism(args: argparse.Namespace, mechanism: Mechanism, report: _Re
             report.add(result)
 
 
-def _run_check(args: argparse.Namespace, report: _Report) -> None:
+def _run_check(args: argparse.Namespace, report: Report) -> None:
     """The mechanisms one after the other, or shared among `--workers` forked processes (each then replays with
     one): the rows are the same and in the same order either way, only the times differ."""
-    mechanisms = _mechanisms(args.mechanism)
-    workers = min(args.workers, len(mechanisms))
+    chosen = mechanisms(args.mechanism)
+    workers = min(args.workers, len(chosen))
     if workers <= 1 or not can_fork():
-        for mechanism in mechanisms:
+        for mechanism in chosen:
             _check_mechanism(args, mechanism, report)
         return
-    _run_parallel(argparse.Namespace(**{**vars(args), "workers": 1}), mechanisms, workers, report)
+    _run_parallel(argparse.Namespace(**{**vars(args), "workers": 1}), chosen, workers, report)
 
 
 def cpu_seconds() -> float:
@@ -284,7 +294,7 @@ def _streamer(results: Any, index: int) -> Callable[[Row], None]:
     return lambda row: results.put(("row", index, row))
 
 
-def _run_parallel(args: argparse.Namespace, mechanisms: Sequence[Mechanism], workers: int, report: _Report) -> None:
+def _run_parallel(args: argparse.Namespace, mechanisms: Sequence[Mechanism], workers: int, report: Report) -> None:
     """Each mechanism checked in a forked process, `workers` at a time, longest first by the last run's times
     (what it did not time first: the longest-processing-time rule); their rows are streamed back (so
     `--fail-fast` stops every process at the first failing row) and added mechanism by mechanism in the
@@ -302,7 +312,7 @@ def _run_parallel(args: argparse.Namespace, mechanisms: Sequence[Mechanism], wor
     def work() -> None:
         try:
             while (index := todo.get()) is not None:
-                part = _Report(fail_fast=args.fail_fast, started=report.started, on_row=_streamer(results, index))
+                part = Report(fail_fast=args.fail_fast, started=report.started, on_row=_streamer(results, index))
                 try:
                     with contextlib.suppress(_Stop):
                         _check_mechanism(args, mechanisms[index], part)
@@ -357,34 +367,34 @@ def _run_parallel(args: argparse.Namespace, mechanisms: Sequence[Mechanism], wor
 def cmd_prove(args: argparse.Namespace) -> int:
     rows = []
     worst = PASS
-    for mechanism in _mechanisms(args.mechanism):
+    for mechanism in mechanisms(args.mechanism):
         if mechanism.proofs is None:
             rows.append([mechanism.name, "-", "-", "no Z3 encoding yet", "", ""])
             continue
-        _progress(f"  prove {mechanism.name} to depth {args.depth}")
+        progress(f"  prove {mechanism.name} to depth {args.depth}")
         for result, must_hold in mechanism.proofs(args.depth):
             ok = result.holds == must_hold
             role = "must hold" if must_hold else "twin: must fail"
             rows.append([mechanism.name, result.system, result.invariant, role, result.summary(),
                          f"{result.elapsed_s:.2f}s"])
             worst = max(worst, PASS if ok else VIOLATED)
-    print(_table(rows, ["mechanism", "system", "invariant", "role", "result", "time"], long=4))
+    print(table(rows, ["mechanism", "system", "invariant", "role", "result", "time"], long=4))
     return worst
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    mechanism = _mechanisms([args.mechanism])[0]
+    mechanism = mechanisms([args.mechanism])[0]
     variant = args.variant or mechanism.current
     if args.config is None:  # an empty name is a name, and refused below like any unknown one
         args.config = next(iter(mechanism.explore_configs))
     if args.config not in mechanism.every_explore_config:
         raise UsageError(f"unknown config {args.config!r} (known: {', '.join(mechanism.every_explore_config)})")
-    model = _model(mechanism, mechanism.every_explore_config[args.config], variant)
+    model = make_model(mechanism, mechanism.every_explore_config[args.config], variant)
     try:
         searched = reduced(model, args.por, args.preemption_bound)
     except ValueError as error:
         raise UsageError(f"{mechanism.name}/{args.config}: {error}") from error
-    result = search(searched, f"{mechanism.name}/{variant}/{args.config}", _progress, max_states=args.max_states,
+    result = search(searched, f"{mechanism.name}/{variant}/{args.config}", progress, max_states=args.max_states,
                     symmetry=args.symmetry, workers=args.workers,
                     unreduced=model if args.por and args.preemption_bound is None else None)
     reduction = ""
@@ -399,7 +409,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
           f"{result.transitions} transitions, depth {result.max_depth}, {ended}, "
           f"{result.states_per_second:,.0f} states/s on {result.workers} process(es)")
     print("coverage: " + ", ".join(f"{k}={v}" for k, v in sorted(result.coverage.items())))
-    traces = Traces(Path(args.out), render, _progress)
+    traces = Traces(Path(args.out), render, progress)
     for finding in result.findings:
         path = traces.save(mechanism, model, finding.path, f"explorer[{args.config}]", None, finding)
         print(f"{finding.kind} {finding.name}: {len(finding.path)} steps -> {path}")
@@ -416,7 +426,7 @@ def _explore_conformance(args: argparse.Namespace, mechanism: Mechanism, variant
     known findings allowed (its own explorer reports them)."""
     if mechanism.for_config(mechanism.every_explore_config[args.config]).make_reference is None:
         raise UsageError(f"{mechanism.name}/{args.config}: no reference implementation to replay on")
-    result = run_conformance(mechanism, variant, args.config, None, args.max_states, args.workers, say=_progress)
+    result = run_conformance(mechanism, variant, args.config, None, args.max_states, args.workers, say=progress)
     found = result.deviation
     verdict = "pass" if found is None else f"VIOLATED {','.join(found.failures)} ({found.target}: {found.detail})"
     print(f"conformance {mechanism.name}/{variant}/{args.config}: {verdict}: {result.summary()}, "

@@ -25,12 +25,12 @@ class UsageError(Exception):
     """Bad arguments or input: one line, exit code 3."""
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _progress(message: str) -> None:
+def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
@@ -38,7 +38,7 @@ PIPE_WIDTH = 160
 """The width tables fit when stdout is not a terminal (a log file, a CI page); the full text is in `--json`."""
 
 
-def _width() -> int:
+def table_width() -> int:
     """The terminal's width when stdout is one, else `PIPE_WIDTH`."""
     if sys.stdout.isatty():
         return shutil.get_terminal_size((PIPE_WIDTH, 24)).columns
@@ -50,7 +50,7 @@ def _is_path(word: str) -> bool:
     return "/" in word
 
 
-def _wrapped(text: str, width: int, indent: str, first: str | None = None) -> list[str]:
+def wrapped(text: str, width: int, indent: str, first: str | None = None) -> list[str]:
     """`text` in lines of at most `width` (indent included; `first` is the first line's, default `indent`), cut
     between words; a word too long for a line is cut too, unless it is a path, which gets a line of its own
     however long."""
@@ -75,12 +75,12 @@ NARROW = 20
 """Fewer columns than this left for the long cell: the terminal is too narrow to align the others."""
 
 
-def _table(rows: Sequence[Sequence[str]], header: Sequence[str], long: int | None = None,
+def table(rows: Sequence[Sequence[str]], header: Sequence[str], long: int | None = None,
            width: int | None = None) -> str:
-    """The rows as aligned columns within `width` (default `_width()`), the `long` column (default the
+    """The rows as aligned columns within `width` (default `table_width()`), the `long` column (default the
     last) printed last: on the row's line where it fits, else wrapped on lines of its own below it. On a
     terminal too narrow for the aligned columns, each row's cells are only separated by a space."""
-    width = width or _width()
+    width = width or table_width()
     long = len(header) - 1 if long is None else long
     order = [i for i in range(len(header)) if i != long]
     widths = {i: max(len(str(r[i])) for r in [header, *rows]) for i in order}
@@ -102,11 +102,11 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str], long: int | Non
             lines.append(f"{prefix(row)}  {cell}".rstrip())
         else:
             lines.append(prefix(row).rstrip())
-            lines.extend(_wrapped(cell, width, "    "))
+            lines.extend(wrapped(cell, width, "    "))
     return "\n".join(lines)
 
 
-def _mechanisms(names: Sequence[str] | None) -> list[Mechanism]:
+def mechanisms(names: Sequence[str] | None) -> list[Mechanism]:
     known = registry.mechanisms()
     if not names:
         return list(known.values())
@@ -116,7 +116,7 @@ def _mechanisms(names: Sequence[str] | None) -> list[Mechanism]:
     return [known[n] for n in names]
 
 
-def _model(mechanism: Mechanism, config: Any, variant: str) -> Model[Any]:
+def make_model(mechanism: Mechanism, config: Any, variant: str) -> Model[Any]:
     if variant not in mechanism.variants:
         raise UsageError(f"unknown variant {variant!r} for {mechanism.name} (known: {', '.join(mechanism.variants)})")
     try:
@@ -125,14 +125,14 @@ def _model(mechanism: Mechanism, config: Any, variant: str) -> Model[Any]:
         raise UsageError(f"cannot build the {mechanism.name} model: {exc}") from None
 
 
-def _load(path: str) -> Trace:
+def load_trace(path: str) -> Trace:
     try:
         return load(Path(path))
     except TraceError as exc:
         raise UsageError(str(exc)) from None
 
 
-def _name(text: str) -> str:
+def name(text: str) -> str:
     """An argparse type: a variant's or configuration's name, never empty (an empty one would silently mean
     the default)."""
     if not text.strip():
@@ -140,7 +140,7 @@ def _name(text: str) -> str:
     return text
 
 
-def _at_least(least: float, kind: Callable[[str], Any] = int) -> Callable[[str], Any]:
+def at_least(least: float, kind: Callable[[str], Any] = int) -> Callable[[str], Any]:
     """An argparse type: a number of `kind` no smaller than `least` (a negative budget is a usage error)."""
 
     def parse(text: str) -> Any:

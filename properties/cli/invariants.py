@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from properties.cli.common import PASS, UsageError, _mechanisms
+from properties.cli.common import PASS, UsageError, mechanisms
 from properties.cli.mutants import Mutant, MutantError, discover
 from properties.engines.mechanism import JUDGED_BY, Mechanism
 
@@ -161,12 +161,12 @@ def render(mechanism: Mechanism, entries: Sequence[Entry]) -> str:
 
 def cmd_invariants(args: argparse.Namespace) -> int:
     """Print the catalogue of the chosen mechanisms (all by default), as text or as one JSON document."""
-    mechanisms = _mechanisms(args.mechanism)
+    chosen = mechanisms(args.mechanism)
     try:
         mutants = discover()
     except MutantError as exc:
         raise UsageError(str(exc)) from None
-    report = [(mechanism, catalogue(mechanism, mutants)) for mechanism in mechanisms]
+    report = [(mechanism, catalogue(mechanism, mutants)) for mechanism in chosen]
     if args.json:
         print(json.dumps({"engines": ENGINES, "invariants": [
             entry.as_json() for _, entries in report for entry in entries]}, indent=1, ensure_ascii=False))

@@ -25,15 +25,15 @@ from properties.cli.common import (
     PASS,
     USAGE,
     VIOLATED,
+    Parser,
     UsageError,
-    _at_least,
-    _load,
-    _mechanisms,
-    _model,
-    _name,
-    _Parser,
-    _progress,
-    _table,
+    at_least,
+    load_trace,
+    make_model,
+    mechanisms,
+    name,
+    progress,
+    table,
 )
 from properties.cli.invariants import cmd_invariants
 from properties.cli.ports import MODEL_ONLY_NOTE, add_verify_parser, recorded_on_port, replay_on_port, shrink_on_port
@@ -51,7 +51,7 @@ from traces.format import Trace, TraceError, save
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    trace = _load(args.trace)
+    trace = load_trace(args.trace)
     if args.port is not None:
         return replay_on_port(args, trace)
     try:
@@ -85,7 +85,7 @@ def _writable(path: Path) -> Path:
 
 
 def cmd_shrink(args: argparse.Namespace) -> int:
-    trace = _load(args.trace)
+    trace = load_trace(args.trace)
     model = _validated(trace, args.trace, check_vars=args.port is None)  # a port's trace holds the port's states
     names = trace.failure.get("names")
     if not isinstance(names, list) or not names:
@@ -132,7 +132,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    trace = _load(args.trace)
+    trace = load_trace(args.trace)
     _validated(trace, args.trace)
     out = Path(args.out or str(Path(args.trace).with_suffix(".html")))
     try:
@@ -152,7 +152,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         try:
             print(pipeline_bench(args.mechanism or MECHANISMS, args.pipeline, Path(args.out), seed=args.seed,
-                                 as_json=args.json, progress=_progress))
+                                 as_json=args.json, progress=progress))
         except (KeyError, ValueError) as exc:
             raise UsageError(f"bench --pipeline: {exc.args[0]}") from None
         except OSError as exc:
@@ -165,28 +165,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.gate:  # the check as a gate (properties/cli/gate_bench.py)
         from properties.cli.gate_bench import as_json, gate_bench, markdown
 
-        runs, kills = gate_bench(_mechanisms(args.mechanism), progress=_progress)
+        runs, kills = gate_bench(mechanisms(args.mechanism), progress=progress)
         print(json.dumps(as_json(runs, kills), indent=1) if args.json else markdown(runs, kills))
         return PASS if all(run.code == PASS for run in runs) and all(kill.killed for kill in kills) else VIOLATED
 
     folder = Path(args.out)
-    mechanisms = _mechanisms(args.mechanism)
+    chosen = mechanisms(args.mechanism)
     try:
         folder.mkdir(parents=True, exist_ok=True)  # fail before measuring, not after
     except OSError as exc:
         raise UsageError(f"{folder}: cannot write: {exc.strerror}") from None
     results = []
-    for mechanism in mechanisms:
-        _progress(f"  bench {mechanism.name}")
+    for mechanism in chosen:
+        progress(f"  bench {mechanism.name}")
         results.append(bench(mechanism, seconds=args.seconds, seed=args.seed, folder=folder))
         page = write_report(folder, mechanism, results[-1])
-        _progress(f"wrote {page}")
-    _progress(f"bench pages: {folder / INDEX}")
+        progress(f"wrote {page}")
+    progress(f"bench pages: {folder / INDEX}")
     if args.json:
         print(json.dumps(results, indent=1))
     else:
         rows = [[str(r["mechanism"]), k, str(v)] for r in results for k, v in r.items() if k != "mechanism"]
-        print(_table(rows, ["mechanism", "measure", "value"]))
+        print(table(rows, ["mechanism", "measure", "value"]))
     return PASS
 
 
@@ -205,8 +205,8 @@ def cmd_mutants(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.dir}: no mutant (*.patch) to run")
     rows, worst = [], PASS
     for mutant in found:
-        mechanism = _mechanisms([mutant.mechanism])[0]
-        _progress(f"  mutant {mutant.name} ({mutant.mechanism}, must break {mutant.kills})")
+        mechanism = mechanisms([mutant.mechanism])[0]
+        progress(f"  mutant {mutant.name} ({mutant.mechanism}, must break {mutant.kills})")
         try:
             kill = mutants.run(mutant, current=mechanism.current, timeout_s=args.timeout)
         except mutants.MutantError as exc:
@@ -215,7 +215,7 @@ def cmd_mutants(args: argparse.Namespace) -> int:
         worst = max(worst, PASS if kill.killed else VIOLATED)
         rows.append([mutant.name, mutant.kills, verdict, kill.target, kill.engine, str(kill.steps),
                      f"{kill.after_s:.1f}s", kill.detail[:100]])
-    print(_table(rows, ["mutant", "must break", "verdict", "found", "engine", "steps", "time", "detail"]))
+    print(table(rows, ["mutant", "must break", "verdict", "found", "engine", "steps", "time", "detail"]))
     return worst
 
 
@@ -224,7 +224,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     try:
         sim = simulate(args.mechanism, args.events, Path(args.out), partitions=args.partitions, fault=args.fault,
-                       seed=args.seed, corrupt=args.corrupt, progress=_progress)
+                       seed=args.seed, corrupt=args.corrupt, progress=progress)
     except (KeyError, ValueError) as exc:
         raise UsageError(f"simulate: {exc.args[0]}") from None
     faulted = f", {args.fault} in partitions {list(sim.faulted)}" if sim.faulted else ""
@@ -245,7 +245,7 @@ def cmd_pipeline_check(args: argparse.Namespace) -> int:
         raise UsageError(f"pipeline check: {args.input}: no such file or directory")
     try:
         summary = check(args.mechanism, Path(args.input), Path(args.out), master=args.master,
-                        progress=None if args.json else _progress, conformance=args.conformance)
+                        progress=None if args.json else progress, conformance=args.conformance)
     except SparkUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return INFRA
@@ -270,15 +270,15 @@ def cmd_pipeline_explore(args: argparse.Namespace) -> int:
     from properties.pipeline.check import SparkUnavailable, session
     from properties.pipeline.explore import explore as spark_explore
 
-    mechanism = _mechanisms([args.mechanism])[0]
+    mechanism = mechanisms([args.mechanism])[0]
     variant = args.variant or mechanism.current
-    _model(mechanism, None, variant)  # a usage error for an unknown variant
+    make_model(mechanism, None, variant)  # a usage error for an unknown variant
     try:
         spark = session(args.master)
     except SparkUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return INFRA
-    _progress(f"  pipeline explore {mechanism.name}/{variant}: {args.seeds} seeds of {args.steps} steps")
+    progress(f"  pipeline explore {mechanism.name}/{variant}: {args.seeds} seeds of {args.steps} steps")
     findings, failing = spark_explore(spark, mechanism.name, args.seeds, Path(args.out), variant=variant,
                                       steps=args.steps, first_seed=args.seed)
     print(f"{mechanism.name}/{variant}: {args.seeds} seeds, {failing} failing")
@@ -290,7 +290,7 @@ def cmd_pipeline_explore(args: argparse.Namespace) -> int:
 
 
 def cmd_protocol(args: argparse.Namespace) -> int:
-    mechanism = _mechanisms([args.mechanism])[0]
+    mechanism = mechanisms([args.mechanism])[0]
     variant = args.variant or mechanism.current
     if variant not in mechanism.variants:
         raise UsageError(f"unknown variant {variant!r} for {mechanism.name} (known: {', '.join(mechanism.variants)})")
@@ -301,9 +301,9 @@ def cmd_protocol(args: argparse.Namespace) -> int:
     return PASS
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="brokerspec", description=__doc__.splitlines()[0] if __doc__ else None)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="brokerspec", description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     names = ", ".join(registry.mechanisms())
 
@@ -314,13 +314,13 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="every engine on every mechanism, with a summary table")
     common(check)
-    check.add_argument("--variant", type=_name, help="only this variant (default: current and its known-bad twins)")
-    check.add_argument("--batches", type=_at_least(1), default=None,
+    check.add_argument("--variant", type=name, help="only this variant (default: current and its known-bad twins)")
+    check.add_argument("--batches", type=at_least(1), default=None,
                        help="Hypothesis batches per configuration, seeds SEED, SEED+1, ... (default: the profile's, 1 "
                             "in ci and dev, 3 in nightly; deterministic)")
-    check.add_argument("--budget", type=_at_least(0.0, float), default=None,
+    check.add_argument("--budget", type=at_least(0.0, float), default=None,
                        help="optional cap in seconds on each configuration's Hypothesis batches (default: none)")
-    check.add_argument("--conformance-steps", type=_at_least(0), default=None,
+    check.add_argument("--conformance-steps", type=at_least(0), default=None,
                        help=f"replayed steps per configuration for the conformance exploration (default "
                             f"{CONFORMANCE_STEPS:,}, or less where a mechanism says so for a large "
                             f"configuration; 0 turns it off)")
@@ -331,12 +331,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-cache", action="store_true",
                        help="explore every model again instead of reusing the graphs kept from earlier runs of the "
                             "same model code (the reference is replayed either way)")
-    check.add_argument("--depth", type=_at_least(1), default=10, help="Z3 bounded-proof depth (default 10)")
-    check.add_argument("--max-states", type=_at_least(1), default=None,
+    check.add_argument("--depth", type=at_least(1), default=10, help="Z3 bounded-proof depth (default 10)")
+    check.add_argument("--max-states", type=at_least(1), default=None,
                        help="bound each exploration to this many states (default: no bound; the row then says bounded)")
     check.add_argument("--out", default="brokerspec-out", help="where counterexample traces are written")
     check.add_argument("--junit", metavar="FILE", help="also write the table as JUnit XML")
-    check.add_argument("--workers", type=_at_least(1), default=min(2, os.cpu_count() or 1),
+    check.add_argument("--workers", type=at_least(1), default=min(2, os.cpu_count() or 1),
                        help="processes that share the check: the mechanisms, or one mechanism's conformance replay "
                             "(default: 2, or 1 on one core); the verdicts are the same for any number")
     check.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
@@ -345,14 +345,14 @@ def _parser() -> argparse.ArgumentParser:
 
     prove = sub.add_parser("prove", help="Z3 bounded proofs and k-induction, with their twins")
     common(prove)
-    prove.add_argument("--depth", type=_at_least(1), default=10, help="the BMC depth (default 10)")
+    prove.add_argument("--depth", type=at_least(1), default=10, help="the BMC depth (default 10)")
     prove.set_defaults(run=cmd_prove)
 
     explore_p = sub.add_parser("explore", help="breadth-first exploration of one configuration")
     explore_p.add_argument("--mechanism", required=True, help=f"one of: {names}")
-    explore_p.add_argument("--variant", type=_name, help="the variant to explore (default: the current one)")
-    explore_p.add_argument("--config", type=_name, help="an explore configuration (default: the mechanism's first)")
-    explore_p.add_argument("--max-states", type=_at_least(1), default=None,
+    explore_p.add_argument("--variant", type=name, help="the variant to explore (default: the current one)")
+    explore_p.add_argument("--config", type=name, help="an explore configuration (default: the mechanism's first)")
+    explore_p.add_argument("--max-states", type=at_least(1), default=None,
                            help="stop after this many distinct states (default: no bound)")
     explore_p.add_argument("--out", default="brokerspec-out",
                            help="where counterexample traces are written (default brokerspec-out)")
@@ -360,13 +360,13 @@ def _parser() -> argparse.ArgumentParser:
                            help="partial-order reduction: where a thread's next step touches nothing another thread "
                                 "may still touch, explore that step alone (models of threads that declare footprints, "
                                 "e.g. keyshared's locks* configurations; the same verdicts and shortest traces)")
-    explore_p.add_argument("--preemption-bound", type=_at_least(0), default=None, metavar="K",
+    explore_p.add_argument("--preemption-bound", type=at_least(0), default=None, metavar="K",
                            help="explore only the runs with at most K preemptions (switches away from a thread that "
                                 "could go on), as CHESS does: complete only up to K (models of threads)")
     explore_p.add_argument("--symmetry", action="store_true",
                            help="one state per orbit of the model's symmetry, where its configuration declares one "
                                 "(fewer states; the same verdicts and shortest counterexamples)")
-    explore_p.add_argument("--workers", type=_at_least(1), default=1,
+    explore_p.add_argument("--workers", type=at_least(1), default=1,
                            help="processes that share each level of the search (default 1); the result is the same "
                                 "for any number")
     explore_p.add_argument("--conformance", action="store_true",
@@ -378,7 +378,7 @@ def _parser() -> argparse.ArgumentParser:
     replay_p.add_argument("trace")
     replay_p.add_argument("--against", choices=("model", "reference"), default="model",
                           help="replay on the model (default) or on the reference implementation beside it")
-    replay_p.add_argument("--variant", type=_name, help="replay the same actions on another variant")
+    replay_p.add_argument("--variant", type=name, help="replay the same actions on another variant")
     replay_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
     replay_p.add_argument("--port", nargs=argparse.REMAINDER,
                           help="replay against this port instead (its argv; must come last)")
@@ -414,9 +414,9 @@ def _parser() -> argparse.ArgumentParser:
 
     protocol_p = sub.add_parser("protocol", help="print a mechanism's port vocabulary, generated from its model")
     protocol_p.add_argument("--mechanism", required=True, help=f"one of: {names}")
-    protocol_p.add_argument("--variant", type=_name,
+    protocol_p.add_argument("--variant", type=name,
                             help="the variant whose vocabulary to print (default: the current one)")
-    protocol_p.add_argument("--config", type=_name,
+    protocol_p.add_argument("--config", type=name,
                             help="only this configuration (default: every explorer and Hypothesis one)")
     protocol_p.add_argument("--json", action="store_true", help="the vocabulary as one JSON document, for tools")
     protocol_p.set_defaults(run=cmd_protocol)
@@ -446,7 +446,7 @@ def _parser() -> argparse.ArgumentParser:
     simulate_p.set_defaults(run=cmd_simulate)
 
     pipeline_p = sub.add_parser("pipeline", help="check event logs with Spark")
-    pipeline_sub = pipeline_p.add_subparsers(dest="pipeline_command", metavar="{check,explore}", parser_class=_Parser)
+    pipeline_sub = pipeline_p.add_subparsers(dest="pipeline_command", metavar="{check,explore}", parser_class=Parser)
 
     def pipeline_usage(args: argparse.Namespace) -> int:
         """`brokerspec pipeline` alone: which subcommands there are and what each does, in one line."""
@@ -468,7 +468,7 @@ def _parser() -> argparse.ArgumentParser:
 
     pexplore = pipeline_sub.add_parser("explore", help="swarm random walks over many seeds in Spark tasks")
     pexplore.add_argument("--mechanism", required=True, help=f"one of: {names}")
-    pexplore.add_argument("--variant", type=_name, help="walk this variant (default: the current one)")
+    pexplore.add_argument("--variant", type=name, help="walk this variant (default: the current one)")
     pexplore.add_argument("--seeds", type=int, required=True, help="number of seeds (one walk each)")
     pexplore.add_argument("--seed", type=int, default=0, help="first seed")
     pexplore.add_argument("--steps", type=int, default=60, help="steps per walk")
@@ -494,7 +494,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = _parser().parse_args(argv)
+        args = parser().parse_args(argv)
         run: Callable[[argparse.Namespace], int] = args.run
         return run(args)
     except UsageError as exc:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from models.core import Model, Param
-from properties.cli.common import DIVERGED, INFRA, PASS, VIOLATED, UsageError, _mechanisms, _model, _name, _progress
+from properties.cli.common import DIVERGED, INFRA, PASS, VIOLATED, UsageError, make_model, mechanisms, name, progress
 from properties.engines.lockstep import DIVERGENCE
 from properties.engines.mechanism import Mechanism
 from properties.engines.verify import (
@@ -83,19 +83,19 @@ def _tours(mechanism: Mechanism, name: str, config: Mapping[str, Param], variant
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    mechanism = _mechanisms([args.mechanism])[0]
+    mechanism = mechanisms([args.mechanism])[0]
     variant = args.variant or mechanism.current
     config = _port_config(mechanism, args.config)
-    _model(mechanism, config, variant)  # a usage error for an unknown variant
+    make_model(mechanism, config, variant)  # a usage error for an unknown variant
     spec = PortSpec(_port_argv(args), mechanism, variant, dict(config), args.step_timeout, mechanism.make_reference)
     name = args.config or next(iter(mechanism.hypothesis_configs))
     tours = _tours(mechanism, name, config, variant, spec)
     if args.tour_only and not tours:
         raise UsageError(f"verify --tour-only: {mechanism.name} has no explorer configuration of {name!r}'s scope")
     what = "the tour" if args.tour_only else "the tour, random walks and Hypothesis runs"
-    _progress(f"  verify {mechanism.name}/{variant} on {shlex.join(spec.argv)}: {what}, up to {args.budget:g}s")
+    progress(f"  verify {mechanism.name}/{variant} on {shlex.join(spec.argv)}: {what}, up to {args.budget:g}s")
     verdict = verify(lambda: mechanism.make_model(config, variant), spec, budget_s=args.budget, seed=args.seed,
-                     tours=tours, tour_only=args.tour_only, progress=_progress)
+                     tours=tours, tour_only=args.tour_only, progress=progress)
     label = f"{mechanism.name}/{variant}"
     for part in verdict.tour:
         print(f"{label}: tour {part.line()}")
@@ -124,14 +124,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def replay_on_port(args: argparse.Namespace, trace: Trace) -> int:
     """`replay TRACE --port ARGV`: the trace's actions on a fresh port beside the model and the reference."""
-    mechanism = _mechanisms([trace.mechanism])[0]
+    mechanism = mechanisms([trace.mechanism])[0]
     variant = args.variant or trace.variant
     try:
         replay(trace, args.trace, variant=variant, check_vars=False)  # the actions must fit the model
     except TraceError as exc:
         raise UsageError(str(exc)) from None
     spec = PortSpec(_port_argv(args), mechanism, variant, trace.config, args.step_timeout, mechanism.make_reference)
-    found = run_actions(lambda: _model(mechanism, trace.config, variant), spec, trace.actions)
+    found = run_actions(lambda: make_model(mechanism, trace.config, variant), spec, trace.actions)
     label = f"{trace.mechanism}/{variant} against the port"
     if found is None:
         print(f"{args.trace}: {len(trace.actions)} steps replayed on {label}: no failure")
@@ -142,8 +142,8 @@ def replay_on_port(args: argparse.Namespace, trace: Trace) -> int:
 
 def shrink_on_port(args: argparse.Namespace, trace: Trace, target: str, out: Path) -> int:
     """`shrink TRACE --port ARGV`: delta-debug the trace with the port as the oracle, within `--budget`."""
-    mechanism = _mechanisms([trace.mechanism])[0]
-    model = _model(mechanism, trace.config, trace.variant)
+    mechanism = mechanisms([trace.mechanism])[0]
+    model = make_model(mechanism, trace.config, trace.variant)
     try:
         replay(trace, args.trace, check_vars=False)  # the actions must fit the model
     except TraceError as exc:
@@ -151,15 +151,15 @@ def shrink_on_port(args: argparse.Namespace, trace: Trace, target: str, out: Pat
     spec = PortSpec(_port_argv(args), mechanism, trace.variant, trace.config, args.step_timeout,
                     mechanism.make_reference, deadline=time.monotonic() + args.budget)
 
-    def make_model() -> Model[Any]:
+    def fresh_model() -> Model[Any]:
         return mechanism.make_model(model.config, model.variant)
 
     detail = trace.failure.get("detail")
     found = Failure(trace.actions, target, detail if isinstance(detail, str) else "", "replay")
-    shrunk = shrink_failure(make_model, spec, found)
+    shrunk = shrink_failure(fresh_model, spec, found)
     if shrunk is None:
         raise UsageError(f"{args.trace}: the trace no longer fails with {target} on the port")
-    shrunk_trace = record_on_port(make_model(), spec, shrunk)
+    shrunk_trace = record_on_port(fresh_model(), spec, shrunk)
     save(replace(shrunk_trace, engine=f"{trace.engine.split('+')[0]}+shrink", seed=trace.seed), out)
     print(f"{args.trace}: {len(trace.actions)} -> {len(shrunk.actions)} steps on the port, still {target}: {out}")
     return PASS
@@ -169,8 +169,8 @@ def add_verify_parser(sub: Any) -> None:
     """The `verify` subcommand's arguments."""
     verify_p = sub.add_parser("verify", help="check a port (JSON lines on stdin/stdout) against the model")
     verify_p.add_argument("--mechanism", required=True, help="the mechanism the port implements")
-    verify_p.add_argument("--variant", type=_name, help="the variant the port implements (default: the current one)")
-    verify_p.add_argument("--config", type=_name,
+    verify_p.add_argument("--variant", type=name, help="the variant the port implements (default: the current one)")
+    verify_p.add_argument("--config", type=name,
                           help="configuration name (default: the first Hypothesis configuration)")
     verify_p.add_argument("--budget", type=float, default=20.0,
                           help="seconds for everything, shrinking and the trace included (default 20)")

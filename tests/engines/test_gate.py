@@ -114,7 +114,7 @@ def test_the_parallel_check_prints_the_serial_rows_in_the_same_order(tmp_path: P
 
 def test_fail_fast_stops_every_worker_at_the_first_failing_row(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    def fake(args: object, mechanism: object, report: check._Report) -> None:
+    def fake(args: object, mechanism: object, report: check.Report) -> None:
         if getattr(mechanism, "name", "") == "tiny":
             report.add(CheckResult("tiny", "conformance", "small", "fixed", failures=("C-I1",), seconds=0.0,
                                    detail="planted"))
