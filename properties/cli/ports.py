@@ -102,24 +102,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not tours:
         print(f"{label}: tour: no explorer configuration of this scope (random walks and Hypothesis only)")
     found = verdict.failure
-    if found is None:
-        covered = sum(p.covered for p in verdict.tour)
-        total = sum(p.transitions for p in verdict.tour if not p.refused)
-        unfinished = "" if covered == total else f" (the tour covered {covered} of {total} transitions: raise --budget)"
-        print(f"{label}: port agrees with the model and the reference: {verdict.runs} runs, {verdict.steps} steps, "
-              f"{verdict.elapsed_s:.1f}s, {verdict.processes} port processes{unfinished}")
+    path = None
+    if found is not None:
+        assert verdict.trace is not None
+        path = save(verdict.trace, Path(args.out) / mechanism.name / f"{variant}-port-{found.target}.json")
+    result = verdict.result(name, None if path is None else str(path))
+    print(f"{label}: {result.detail}")
+    if found is None or result.target is None:
         return PASS
-    assert verdict.trace is not None
-    out = Path(args.out) / mechanism.name / f"{variant}-port-{found.target}.json"
-    path = save(verdict.trace, out)
-    print(f"{label}: {found.target} at step {len(found.actions)} (found by {found.engine}, shrunk on the port, "
-          f"{verdict.elapsed_s:.1f}s): {found.detail}")
     for note in verdict.notes:
         print(f"  note: {note}")
     print("  actions: " + "; ".join(str(a) for a in found.actions))
     print(f"  trace: {path}")
     print(f"  reproduce: brokerspec replay {path} --port {shlex.join(spec.argv)}")
-    return port_code(found.target)
+    return port_code(result.target.name)
 
 
 def replay_on_port(args: argparse.Namespace, trace: Trace) -> int:

@@ -56,6 +56,7 @@ from properties.engines.port import (
     jsonable,
 )
 from properties.engines.replay import record
+from properties.engines.result import CheckResult, Target
 from properties.engines.shrink import shrink
 from properties.engines.stateful import build_state_machine, find_failure
 from traces.format import Trace
@@ -199,6 +200,27 @@ class Verdict:
     trace: Trace | None = None
     """The failure as a trace with the port's states, recorded within the budget."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def result(self, config: str, trace: str | None = None) -> CheckResult:
+        """The verdict as every checker reports it: on the configuration named `config`, with the path `trace`
+        was saved to; its detail is the line `brokerspec verify` prints."""
+        covered = sum(p.covered for p in self.tour)
+        transitions = sum(p.transitions for p in self.tour if not p.refused)
+        work = {"runs": self.runs, "steps": self.steps, "processes": self.processes, "covered": covered,
+                "transitions": transitions}
+        found = self.failure
+        if found is None:
+            unfinished = "" if covered == transitions else (
+                f" (the tour covered {covered} of {transitions} transitions: raise --budget)")
+            detail = (f"port agrees with the model and the reference: {self.runs} runs, {self.steps} steps, "
+                      f"{self.elapsed_s:.1f}s, {self.processes} port processes{unfinished}")
+        else:
+            detail = (f"{found.target} at step {len(found.actions)} (found by {found.engine}, shrunk on the port, "
+                      f"{self.elapsed_s:.1f}s): {found.detail}")
+        return CheckResult(self.spec.mechanism.name, "verify", config, self.spec.variant,
+                           failures=(found.target,) if found is not None else (),
+                           target=Target(found.target, len(found.actions), trace) if found is not None else None,
+                           work=work, complete=covered == transitions, seconds=self.elapsed_s, detail=detail)
 
 
 def _target(outcome: StepOutcome) -> str | None:
