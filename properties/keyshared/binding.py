@@ -13,8 +13,8 @@ Interleaved acks and flows run inside the reference's own `interleave` callback,
 is the reference's `begin_read`/`complete_read`.
 
 A configuration with `scope: tracker` selects the smaller scope of `PendingAcksMap` and
-`DrainingHashesTracker` alone (`models/keyshared_tracker.py`, `properties/keyshared/tracker.py`), and
-`scope: locks` the tracker and its callers at upstream's lock granularity (`models/keyshared_locks.py`),
+`DrainingHashesTracker` alone (`models/keyshared/tracker.py`, `properties/keyshared/tracker.py`), and
+`scope: locks` the tracker and its callers at upstream's lock granularity (`models/keyshared/locks.py`),
 replayed on `reference_impl/keyshared/lock_level.py` stepped by the deterministic scheduler
 (`properties/keyshared/locks.py`).
 """
@@ -28,7 +28,6 @@ from typing import Any
 
 from models.core import Action, Json, Model, Observation, Param
 from models.keyshared import (
-    ACTION_NAMES,
     CAME_BACK,
     JUMP_RELEASED,
     JUMPS,
@@ -41,12 +40,13 @@ from models.keyshared import (
     claims,
     sticky_hash,
 )
-from models.keyshared_locks import DEFAULT_CONFIG as LOCKS_DEFAULT_CONFIG
-from models.keyshared_locks import KeySharedLocksModel
-from models.keyshared_tracker import EXPLORE_CONFIG as TRACKER_EXPLORE_CONFIG
-from models.keyshared_tracker import HYPOTHESIS_CONFIG as TRACKER_HYPOTHESIS_CONFIG
-from models.keyshared_tracker import WIDE_EXPLORE_CONFIG as TRACKER_WIDE_EXPLORE_CONFIG
-from models.keyshared_tracker import KeySharedTrackerModel
+from models.keyshared.dispatcher import ACTION_NAMES
+from models.keyshared.locks import DEFAULT_CONFIG as LOCKS_DEFAULT_CONFIG
+from models.keyshared.locks import KeySharedLocksModel
+from models.keyshared.tracker import EXPLORE_CONFIG as TRACKER_EXPLORE_CONFIG
+from models.keyshared.tracker import HYPOTHESIS_CONFIG as TRACKER_HYPOTHESIS_CONFIG
+from models.keyshared.tracker import WIDE_EXPLORE_CONFIG as TRACKER_WIDE_EXPLORE_CONFIG
+from models.keyshared.tracker import KeySharedTrackerModel
 from properties.engines.lockstep import Implementation
 from properties.engines.mechanism import Mechanism, Property
 from properties.keyshared import coverage as keyshared_coverage
@@ -456,7 +456,7 @@ class KeySharedReference:
         )
 
 
-# The gate leaves out the two spec gaps described in models/keyshared.py, where pip379 breaks KS-I4
+# The gate leaves out the two spec gaps described in models/keyshared/dispatcher.py, where pip379 breaks KS-I4
 # as the spec words it: no disconnect while a Replay read is in flight (A), and a message released by
 # a negative ack is exempt from per-key order (B). The corpus keeps a counterexample for each.
 GATE: dict[str, Param] = {"disconnect_during_replay_read": False, "exempt_nacked_p": True}
@@ -525,7 +525,7 @@ HYPOTHESIS_CONFIGS: dict[str, Mapping[str, Param]] = {
 }
 
 
-# The lock scope (models/keyshared_locks.py), replayed on the upstream-granularity reference
+# The lock scope (models/keyshared/locks.py), replayed on the upstream-granularity reference
 # (reference_impl/keyshared/lock_level.py). `locks` moves the hash away, back and away again with dispatches
 # between while the acker acks the drainer's two pending acks; `locks-batch` ends the draining with a cumulative
 # ack (removeAllUpTo's handler batch) and then the drainer's own departure (a closing batch). Each order is its
@@ -607,8 +607,8 @@ LOCKS_HYPOTHESIS_CONFIG: dict[str, Param] = {
 
 
 def _scope(config: Mapping[str, Param] | None) -> Param | None:
-    """`scope: tracker` selects the PendingAcksMap + DrainingHashesTracker scope (models/keyshared_tracker.py),
-    `scope: locks` the tracker at lock granularity (models/keyshared_locks.py)."""
+    """`scope: tracker` selects the PendingAcksMap + DrainingHashesTracker scope (models/keyshared/tracker.py),
+    `scope: locks` the tracker at lock granularity (models/keyshared/locks.py)."""
     return config.get("scope") if config is not None else None
 
 

@@ -10,18 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from models.core import Json, Param
-from models.keyshared import (
-    CAME_BACK,
-    DEFAULT_CONFIG,
-    JUMP_RELEASED,
-    PROMOTED,
-    RESET_BACK,
-    UNBLOCKED_IN_PASS,
-    claims,
-    sticky_hash,
-)
-from models.keyshared_locks import HASH
-from models.keyshared_tracker import ACROSS_LEDGERS, HASH_NOT_SET, KEPT_MISMATCH, OVERWROTE
+from models.keyshared import CAME_BACK, JUMP_RELEASED, PROMOTED, RESET_BACK, UNBLOCKED_IN_PASS, claims, sticky_hash
+from models.keyshared.dispatcher import DEFAULT_CONFIG
+from models.keyshared.locks import HASH
+from models.keyshared.tracker import ACROSS_LEDGERS, HASH_NOT_SET, KEPT_MISMATCH, OVERWROTE
 from properties.engines.coverage import as_int, as_list
 from properties.engines.mechanism import Interesting, Predicate, Vars
 
@@ -137,7 +129,7 @@ LOCK_MARKS = (
                 _locks("locked-block", lambda s: s.labels.get("dispatcher") ==
                        "shouldBlockStickyKeyHash: tracker.writeLock.lock" and not s.draining)),
 )
-"""The lock scope's marks (models/keyshared_locks.py). Not among them, because upstream's order never reaches
+"""The lock scope's marks (models/keyshared/locks.py). Not among them, because upstream's order never reaches
 them (the explorer shows it): a reduceRefCount decrementing while the other thread holds the write lock, and the
 lazy removal in shouldBlockStickyKeyHash; only the unserialized twin reaches them."""
 

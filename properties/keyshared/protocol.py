@@ -263,7 +263,7 @@ KEYSHARED_TRACKER = Vocabulary(
 
 _STEP = ("the operation the thread is about to perform, as the Java method and the lock or atomic it touches "
          "(e.g. 'reduceRefCount: tracker.writeLock.lock'): one step runs it and the thread's code up to its next "
-         "scheduling point (see models/keyshared_locks.py)")
+         "scheduling point (see models/keyshared/locks.py)")
 _HOLDERS = "the threads holding it (the writer first), by name"
 KEYSHARED_LOCKS = Vocabulary(
     config={

@@ -4,7 +4,7 @@
 installs on each `Consumer` the add handler (`handle_adding_pending_ack`) and the remove handler
 (`reduce_ref_count`, batches forwarded) as `KeySharedDispatcher` does, keeps an owner per hash where
 the dispatcher has a selector, and runs `register_draining_hashes` for a moved hash. It projects the
-reference onto exactly the variables of `models.keyshared_tracker` and judges it (`violations`)
+reference onto exactly the variables of `models.keyshared.tracker` and judges it (`violations`)
 against the harness's own record of what each consumer holds, kept from the calls' results and the
 mark-delete order (ledger, entry), never against the maps' own opinion: KS-I1 on that record, KS-I2 by
 comparing the tracker's entries with it both ways, KS-I3 on the tracker's batch flag.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from models.core import Action, Json, Observation, Param
-from models.keyshared_tracker import (
+from models.keyshared.tracker import (
     ACROSS_LEDGERS,
     HASH_NOT_SET,
     ILLEGAL_ARGUMENT,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from models.core import Param
-from models.keyshared_locks import KeySharedLocksModel, LocksState
+from models.keyshared.locks import KeySharedLocksModel, LocksState
 from properties.engines.explorer import Exploration, explore
 from properties.engines.reduction import (
     Footprint,

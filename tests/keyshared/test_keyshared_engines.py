@@ -12,7 +12,8 @@ import z3
 from hypothesis import settings
 
 from models.core import Action, Param, violated
-from models.keyshared import ACTION_NAMES, KeySharedModel
+from models.keyshared import KeySharedModel
+from models.keyshared.dispatcher import ACTION_NAMES
 from properties import registry
 from properties.engines.bmc import ProofResult, bmc
 from properties.engines.explorer import explore

@@ -13,7 +13,8 @@ from collections.abc import Hashable, Mapping
 import pytest
 
 from models.core import Action, ActionNotEnabled, Observation, Param
-from models.keyshared import VARIANTS, KeySharedModel, KSState
+from models.keyshared import KeySharedModel, KSState
+from models.keyshared.dispatcher import VARIANTS
 
 _TWO: dict[str, Param] = {
     "disconnect_during_replay_read": False,

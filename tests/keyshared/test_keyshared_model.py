@@ -12,16 +12,8 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from models.core import Action, ActionNotEnabled, Param, violated
-from models.keyshared import (
-    ACTION_NAMES,
-    DEFAULT_CONFIG,
-    Draining,
-    KeySharedModel,
-    KSState,
-    _Dispatch,
-    build_ring,
-    sticky_hash,
-)
+from models.keyshared import Draining, KeySharedModel, KSState, build_ring, sticky_hash
+from models.keyshared.dispatcher import ACTION_NAMES, DEFAULT_CONFIG, _Dispatch
 from properties.keyshared.binding import GATE, HYPOTHESIS_CONFIGS
 from reference_impl.keyshared import Consumer, KeySharedDispatcher
 

@@ -1,4 +1,4 @@
-"""keyshared at the tracker scope: PendingAcksMap + DrainingHashesTracker (models/keyshared_tracker.py).
+"""keyshared at the tracker scope: PendingAcksMap + DrainingHashesTracker (models/keyshared/tracker.py).
 
 The model runs in lockstep with the reference's own classes, the explorer covers its small
 configuration completely and finds planted bugs through KS-I2 and KS-I3, and the §4.2/§4.3/§4.5
@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 import pytest
 from hypothesis import settings
 
-from models import keyshared_tracker
 from models.core import Action, ActionNotEnabled, Json, Observation, Param
 from models.keyshared import KeySharedModel
-from models.keyshared_tracker import (
+from models.keyshared import tracker as keyshared_tracker
+from models.keyshared.tracker import (
     EXPLORE_CONFIG,
     HYPOTHESIS_CONFIG,
     WIDE_EXPLORE_CONFIG,

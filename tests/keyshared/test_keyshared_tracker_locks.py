@@ -1,4 +1,4 @@
-"""DrainingHashesTracker at upstream's lock granularity: the model (models/keyshared_locks.py) explored completely,
+"""DrainingHashesTracker at upstream's lock granularity: the model (models/keyshared/locks.py) explored completely,
 and the upstream-granularity reference (reference_impl/keyshared/lock_level.py) replayed in lockstep with it.
 
 The explorer checks upstream's current order completely, catches the pre-#23854 twin (its synchronized methods
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import pytest
 
 from models.core import Action, Param
-from models.keyshared_locks import DEFAULT_CONFIG, THREADS, KeySharedLocksModel, LocksState
+from models.keyshared.locks import DEFAULT_CONFIG, THREADS, KeySharedLocksModel, LocksState
 from properties.engines.conformance import conform, run_walk
 from properties.engines.explorer import Exploration, explore
 from properties.keyshared.binding import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from models.core import Action, Json, Observation
-from models.keyshared_tracker import (
+from models.keyshared.tracker import (
     ACROSS_LEDGERS,
     HASH_NOT_SET,
     KEPT_MISMATCH,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from models.core import Model
-from models.keyshared_tracker import EVENTS as TRACKER_EVENTS
+from models.keyshared.tracker import EVENTS as TRACKER_EVENTS
 from properties import registry
 from properties.cli import PASS, USAGE, main
 from properties.engines.explorer import explore

@@ -1,6 +1,6 @@
 """Key_Shared's DrainingHashesTracker at upstream's lock granularity: two to four threads, every interleaving.
 
-`models/keyshared_tracker.py` makes each tracker method atomic. Upstream does not: a method is a few steps
+`models/keyshared/tracker.py` makes each tracker method atomic. Upstream does not: a method is a few steps
 separated by the tracker's read/write lock, the PendingAcksMap locks and the entry's atomics, and the
 steps of the dispatcher thread and of a connection thread interleave. This model follows upstream's source
 (apache/pulsar 0063cdd8 `DrainingHashesTracker.java`, 01df066a `PendingAcksMap.java`, 2b258c8c

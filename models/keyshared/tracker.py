@@ -1,6 +1,6 @@
 """Key_Shared at the tracker scope: `PendingAcksMap` and `DrainingHashesTracker` (spec keyshared.md §4.2, §4.3).
 
-`models/keyshared.py` checks the whole dispatcher; this scope checks the two classes a port of PIP-379
+`models/keyshared/dispatcher.py` checks the whole dispatcher; this scope checks the two classes a port of PIP-379
 must get right, small enough to explore completely in seconds. It is the PIP-379 dispatcher reduced
 to the calls it makes on them (§4.5): each consumer's pending-acks map with the add handler
 (`handle_adding_pending_ack`) and the remove handler (`reduce_ref_count`, batches forwarded) installed,
@@ -49,7 +49,7 @@ Under that discipline a hash is held by at most one consumer (KS-I1) and an entr
 owns its hash (KS-I2), so the branches of §4.3 that only a broken caller reaches never run here:
 `add_entry` on another consumer's entry and `reduce_ref_count` by a non-owner (IllegalStateError),
 and the lazy removal when the entry's own consumer asks `should_block_sticky_key_hash` (S3 checks it
-on the reference; models/keyshared_locks.py interleaves it). The per-consumer draining stats are left
+on the reference; models/keyshared/locks.py interleaves it). The per-consumer draining stats are left
 out (`cleared_total` grows without bound), and with them `consumer_removed`, which only drops them.
 The variant names the dispatcher; these classes are PIP-379's whatever it is, so every variant
 behaves alike here and the historical twins are caught at the dispatcher scope.

@@ -1,0 +1,62 @@
+"""The executable spec of Key_Shared's draining hashes (PIP-379) and its predecessors (`docs/spec/keyshared.md`).
+
+Pure transition systems, written from the spec independently of `reference_impl/keyshared/`, so that
+they can be run in lockstep (`properties/keyshared/binding.py`). Three scopes, selected by the config
+key `scope`, one module each:
+
+``dispatcher.py``  `KeySharedModel`: the whole dispatcher of one subscription (§4.4–§4.6), with the
+                   harness's client record
+``tracker.py``     `KeySharedTrackerModel`: `PendingAcksMap` and `DrainingHashesTracker` alone (§4.2, §4.3)
+``locks.py``       `KeySharedLocksModel`: the tracker and its callers at upstream's lock granularity
+
+Each scope's module lists its actions, observations and configuration keys; the names of one scope
+that another has too (`DEFAULT_CONFIG`, `ACTION_NAMES`, `VARIANTS`) are imported from its module.
+"""
+
+from models.keyshared.dispatcher import (
+    CAME_BACK,
+    JUMP_RELEASED,
+    JUMPS,
+    NORMAL,
+    PROMOTED,
+    REPLAY,
+    RESET_BACK,
+    UNBLOCKED_IN_PASS,
+    UNKNOWN_HASH,
+    Consumer,
+    Draining,
+    KeySharedModel,
+    KSState,
+    Ring,
+    build_ring,
+    claims,
+    ring_points,
+    sticky_hash,
+)
+from models.keyshared.locks import KeySharedLocksModel, LocksState
+from models.keyshared.tracker import KeySharedTrackerModel, TrackerState
+
+__all__ = [
+    "CAME_BACK",
+    "JUMPS",
+    "JUMP_RELEASED",
+    "NORMAL",
+    "PROMOTED",
+    "REPLAY",
+    "RESET_BACK",
+    "UNBLOCKED_IN_PASS",
+    "UNKNOWN_HASH",
+    "Consumer",
+    "Draining",
+    "KSState",
+    "KeySharedLocksModel",
+    "KeySharedModel",
+    "KeySharedTrackerModel",
+    "LocksState",
+    "Ring",
+    "TrackerState",
+    "build_ring",
+    "claims",
+    "ring_points",
+    "sticky_hash",
+]
