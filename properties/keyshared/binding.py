@@ -40,9 +40,9 @@ from models.keyshared import (
     claims,
     sticky_hash,
 )
-from models.keyshared.dispatcher import ACTION_NAMES
 from models.keyshared.locks import DEFAULT_CONFIG as LOCKS_DEFAULT_CONFIG
 from models.keyshared.locks import KeySharedLocksModel
+from models.keyshared.state import ACTION_NAMES
 from models.keyshared.tracker import EXPLORE_CONFIG as TRACKER_EXPLORE_CONFIG
 from models.keyshared.tracker import HYPOTHESIS_CONFIG as TRACKER_HYPOTHESIS_CONFIG
 from models.keyshared.tracker import WIDE_EXPLORE_CONFIG as TRACKER_WIDE_EXPLORE_CONFIG
@@ -456,7 +456,7 @@ class KeySharedReference:
         )
 
 
-# The gate leaves out the two spec gaps described in models/keyshared/dispatcher.py, where pip379 breaks KS-I4
+# The gate leaves out the two spec gaps described in models/keyshared/state.py, where pip379 breaks KS-I4
 # as the spec words it: no disconnect while a Replay read is in flight (A), and a message released by
 # a negative ack is exempt from per-key order (B). The corpus keeps a counterexample for each.
 GATE: dict[str, Param] = {"disconnect_during_replay_read": False, "exempt_nacked_p": True}

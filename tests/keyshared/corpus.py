@@ -6,7 +6,7 @@ Regenerate with `python -m tests.keyshared.corpus` (from the repository root). T
   by `properties.engines.shrink`; they depend on the Hypothesis version, so the tests only replay them);
 - the spec's §6 flows as named traces: classic's issue-1 and issue-2, and pip282's reconnect;
 - classic's #21199 stuck subscription (KS-I5b), a liveness trace: replay judges its last state;
-- the two spec gaps where pip379 breaks KS-I4 as the spec words it (models/keyshared/dispatcher.py, A and B),
+- the two spec gaps where pip379 breaks KS-I4 as the spec words it (models/keyshared/state.py, A and B),
   found by the explorer on configurations that put them back in.
 """
 

@@ -13,7 +13,7 @@ from hypothesis import settings
 
 from models.core import Action, Param, violated
 from models.keyshared import KeySharedModel
-from models.keyshared.dispatcher import ACTION_NAMES
+from models.keyshared.state import ACTION_NAMES
 from properties import registry
 from properties.engines.bmc import ProofResult, bmc
 from properties.engines.explorer import explore

@@ -14,7 +14,7 @@ import pytest
 
 from models.core import Action, ActionNotEnabled, Observation, Param
 from models.keyshared import KeySharedModel, KSState
-from models.keyshared.dispatcher import VARIANTS
+from models.keyshared.state import VARIANTS
 
 _TWO: dict[str, Param] = {
     "disconnect_during_replay_read": False,

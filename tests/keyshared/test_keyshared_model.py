@@ -13,7 +13,8 @@ import pytest
 
 from models.core import Action, ActionNotEnabled, Param, violated
 from models.keyshared import Draining, KeySharedModel, KSState, build_ring, sticky_hash
-from models.keyshared.dispatcher import ACTION_NAMES, DEFAULT_CONFIG, _Dispatch
+from models.keyshared.dispatch import Dispatch
+from models.keyshared.state import ACTION_NAMES, DEFAULT_CONFIG
 from properties.keyshared.binding import GATE, HYPOTHESIS_CONFIGS
 from reference_impl.keyshared import Consumer, KeySharedDispatcher
 
@@ -269,14 +270,14 @@ def test_a_release_without_a_scheduled_read_breaks_ks_i5a(monkeypatch: pytest.Mo
     assert [(d.owner, d.blocked) for d in run.state.draining] == [(1, True)] and not run.state.scheduled_read
     run.do(ack)
     assert run.state.scheduled_read and run.failures == []
-    monkeypatch.setattr(_Dispatch, "unblock", lambda self: None)  # a handler that forgets to schedule
+    monkeypatch.setattr(Dispatch, "unblock", lambda self: None)  # a handler that forgets to schedule
     broken = Run("pip379")
     broken.do(*steps, ack)
     assert broken.failures == ["KS-I5a"]
 
 
 def test_bystander_moves_are_reported_as_ks_i6() -> None:
-    d = _Dispatch(KeySharedModel(SPEC, "pip379"), KeySharedModel(SPEC, "pip379").initial())
+    d = Dispatch(KeySharedModel(SPEC, "pip379"), KeySharedModel(SPEC, "pip379").initial())
     d.check_bystanders({H4: 1, H0: 2}, {H4: 3, H0: 2}, 3, added=True)
     assert not d.broken
     d.check_bystanders({H4: 1, H0: 2}, {H4: 3, H0: 1}, 3, added=True)
