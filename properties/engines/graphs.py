@@ -20,7 +20,7 @@ import models.core
 from models.core import Model, Param
 from properties.engines import cache as graph_cache
 from properties.engines.conformance import Tour
-from properties.engines.coverage import Coverage, Portable, from_exploration
+from properties.engines.coverage import Portable, from_exploration
 from properties.engines.explorer import Exploration, Finding, Progress, explore
 from properties.engines.mechanism import Mechanism
 from properties.engines.reduction import PartialOrder, PreemptionBounded, shortest_path
@@ -91,9 +91,6 @@ class Explored:
     def portable(self, variant: str, action_names: tuple[str, ...]) -> Portable:
         """Its coverage as plain values (its `reached` is empty but for the current variant's)."""
         return Portable(variant, action_names, dict(self.actions), self.reached)
-
-    def coverage(self, mechanism: Mechanism, variant: str, action_names: tuple[str, ...]) -> Coverage:
-        return Coverage.restored(mechanism, self.portable(variant, action_names))
 
 
 class Graphs:
