@@ -147,11 +147,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from properties.cli.bench import INDEX, bench, write_report
 
     if args.pipeline is not None:  # the Spark pipeline's throughput instead (properties/cli/pipeline_bench.py)
-        from properties.cli.pipeline_bench import MECHANISMS, pipeline_bench
+        from properties.cli.pipeline_bench import pipeline_bench
         from properties.pipeline.check import SparkUnavailable
+        from properties.pipeline.schema import logged
 
         try:
-            print(pipeline_bench(args.mechanism or MECHANISMS, args.pipeline, Path(args.out), seed=args.seed,
+            print(pipeline_bench(args.mechanism or logged(), args.pipeline, Path(args.out), seed=args.seed,
                                  as_json=args.json, progress=progress))
         except (KeyError, ValueError) as exc:
             raise UsageError(f"bench --pipeline: {exc.args[0]}") from None
@@ -359,7 +360,7 @@ def parser() -> argparse.ArgumentParser:
     explore_p.add_argument("--por", action="store_true",
                            help="partial-order reduction: where a thread's next step touches nothing another thread "
                                 "may still touch, explore that step alone (models of threads that declare footprints, "
-                                "e.g. keyshared's locks* configurations; the same verdicts and shortest traces)")
+                                "such as Key_Shared's lock scope; the same verdicts and shortest traces)")
     explore_p.add_argument("--preemption-bound", type=at_least(0), default=None, metavar="K",
                            help="explore only the runs with at most K preemptions (switches away from a thread that "
                                 "could go on), as CHESS does: complete only up to K (models of threads)")
@@ -462,8 +463,9 @@ def parser() -> argparse.ArgumentParser:
     pcheck.add_argument("--json", action="store_true",
                         help="print the summary as JSON (and no progress lines) instead of the text report")
     pcheck.add_argument("--conformance", action="store_true",
-                        help="keyshared: replay every subscription through the full pip379 model (slower), so a log "
-                             "that delivers differently from pip379 fails even where KS-I1 and KS-I4 hold")
+                        help="a broker event log (Key_Shared's): replay every partition through the current model as "
+                             "well (slower), so a log that behaves differently from it fails even where the fast "
+                             "path's invariants hold")
     pcheck.set_defaults(run=cmd_pipeline_check)
 
     pexplore = pipeline_sub.add_parser("explore", help="swarm random walks over many seeds in Spark tasks")
@@ -485,7 +487,7 @@ def parser() -> argparse.ArgumentParser:
                               "cache and a warm one, and which engine kills each planted bug first, and when")
     bench_p.add_argument("--pipeline", nargs="?", type=int, const=10_000_000, metavar="EVENTS",
                          help="measure the Spark pipeline instead, on a log of EVENTS events (default 10,000,000) "
-                              "of each --mechanism (default: keyshared, topiclist and delayed)")
+                              "of each --mechanism (default: every mechanism with an event log)")
     bench_p.add_argument("--out", default="brokerspec-out/bench",
                          help="folder for the Markdown pages and PNG plots (default brokerspec-out/bench)")
     bench_p.set_defaults(run=cmd_bench)

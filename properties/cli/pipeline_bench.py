@@ -8,9 +8,9 @@ figures are the checks themselves, each forced to completion with Spark's `noop`
 whole log. The plain-Python baseline runs the same checks over the same file in this process: the
 SQL rules as one sweep per partition, and the very replay function the Spark tasks run. Every
 mechanism has a conformance phase: each step of the log is the one the current model would make
-(through each model's compiled transition, the full model only for a failing partition; Key_Shared's
-is `pipeline check --conformance`: the client record, then pip379's compiled dispatcher); Key_Shared's
-default replay, the client-record fast path, is its own phase.
+(through each model's compiled transition, the full model only for a failing partition; a broker log's is
+`pipeline check --conformance`, e.g. Key_Shared's client record, then its compiled dispatcher); a broker log's
+default replay, its fast path, is its own phase.
 """
 
 from __future__ import annotations
@@ -25,18 +25,17 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from properties import registry
 from properties.cli.bench import Section, write_markdown
-from properties.pipeline import keyshared_check, replay
+from properties.engines.records import runs
+from properties.pipeline import replay
 from properties.pipeline.check import replay_all, session, spark_partitions, sql_checks
 from properties.pipeline.ingest import checkable, prepare, read_log, tally
-from properties.pipeline.schema import SPECS, spec
+from properties.pipeline.schema import event_log, spec
 from properties.pipeline.simulate import simulate
 
 SQL_GOAL = 500_000  # events/s on local[2]
 REPLAY_GOAL = 100_000  # events/s on local[2]
 MASTERS = ("local[1]", "local[2]")
-MECHANISMS = tuple(SPECS)
 Phase = tuple[str, str, int | None]
 INGEST: Phase = ("ingest", "ingest: read, quarantine, partition, sort, cache", None)
 SQL: Phase = ("sql", "SQL window checks", SQL_GOAL)
@@ -46,61 +45,45 @@ RUNS = {
     "ingest": "Spark: read (JSON text parsed and type-checked per column, the SQL checks' values extracted), "
               "quarantine reasons, repartition by key, mark duplicates, sort by seq, cache; Python: read the whole "
               "file into Arrow",
-    "sql": "LOG-SEQ and the mechanism's window checks (delayed: DD-I1; keyshared: KS-I1 holds, KS-I4 "
-           "first-delivery order, LOG-ID); Python: the same rules, one sweep per partition",
-    "replay": "keyshared: the client-record fast path (KS-I1, KS-I4, record validity), the full model only for "
-              "failing subscriptions, in mapInArrow tasks or in this process",
+    "sql": "LOG-SEQ and the mechanism's window checks (e.g. DD-I1; KS-I1 holds, KS-I4 first-delivery order, "
+           "LOG-ID); Python: the same rules, one sweep per partition",
+    "replay": "a broker log's fast path (e.g. Key_Shared's client record: KS-I1, KS-I4, record validity), the full "
+              "model only for failing partitions, in mapInArrow tasks or in this process",
     "conformance": "every step the one the current model makes, on the whole log, through the model's compiled "
-                   "transition (the full model only for a failing partition; keyshared: the client record, then "
-                   "pip379's compiled dispatcher, as `pipeline check --conformance`)",
+                   "transition (the full model only for a failing partition; a broker log: its fast path, then "
+                   "the compiled current model, as `pipeline check --conformance`)",
 }
 
 
 def phases(mechanism: str) -> tuple[Phase, ...]:
     """What the bench measures for `mechanism`, in order."""
-    return (INGEST, SQL, CLIENT, CONFORMANCE) if mechanism == "keyshared" else (INGEST, SQL, CONFORMANCE)
+    broker = event_log(mechanism).broker is not None
+    return (INGEST, SQL, CLIENT, CONFORMANCE) if broker else (INGEST, SQL, CONFORMANCE)
 
 
 def _python_sql(mechanism: str, table: pa.Table) -> set[int]:
-    """LOG-SEQ and (delayed) DD-I1 in this process, one sweep per partition: the violating keys."""
+    """LOG-SEQ and the mechanism's window checks in this process, one sweep per partition: the violating keys."""
     key = spec(mechanism).key
     ordered = replay.in_order(table, key)
     keys = np.asarray(ordered.column(key))
     seq = ordered.column("seq").to_pylist()
-    action, params, observation, vars_ = (replay.strings(ordered.column(c)) for c in replay.LOGGED)
-    tick = int(cast(int, registry.get("delayed").hypothesis_configs[spec("delayed").config_name]["tick"]))
-    bad: set[int] = set()
-    for lo, hi in replay.runs(keys):
-        k = int(keys[lo])
-        if seq[lo:hi] != list(range(hi - lo)):
-            bad.add(k)
-        if mechanism != "delayed":
-            continue
-        due: dict[tuple[int, int], int] = {}
-        for i in range(lo, hi):
-            if action[i] == "add":
-                p = json.loads(params[i])
-                due[int(p["ledger"]), int(p["entry"])] = int(p["deliver_at"])
-            seen = observation[i]
-            if seen is not None and '"offered"' in seen:
-                now = int(json.loads(vars_[i])["now"])
-                for ledger, entry in json.loads(seen)["offered"]:
-                    if now < due.get((ledger, entry), now) - tick:
-                        bad.add(k)
-    return bad
+    bad = {int(keys[lo]) for lo, hi in runs(keys) if seq[lo:hi] != list(range(hi - lo))}
+    own = event_log(mechanism).python_window_checks
+    return bad if own is None else bad | own(ordered)
 
 
 def python_checks(mechanism: str, path: Path) -> tuple[set[int], dict[str, float]]:
     """The pipeline's checks in one plain Python process: violating keys and seconds per phase."""
     started = time.perf_counter()
     seconds: dict[str, float] = {}
-    if mechanism == "keyshared":
-        table = keyshared_check.read_table(path)
+    broker = event_log(mechanism).broker
+    if broker is not None:
+        table = broker.read_table(path)
         seconds["ingest"] = time.perf_counter() - started
         checks: list[tuple[str, Callable[[], set[int]]]] = [
-            ("sql", lambda: {k for k, _, _ in keyshared_check.python_sql_checks(table)}),
-            ("replay", lambda: set(keyshared_check.python_replay(table))),
-            ("conformance", lambda: set(keyshared_check.python_replay(table, conformance=True))),
+            ("sql", lambda: broker.python_sql(table)),
+            ("replay", lambda: broker.python_replay(table, False)),
+            ("conformance", lambda: broker.python_replay(table, True)),
         ]
     else:
         table = replay.read_log_table(mechanism, path)
@@ -132,7 +115,7 @@ def _spark_seconds(spark: SparkSession, mechanism: str, log: Path) -> tuple[int,
     seconds = {"ingest": time.perf_counter() - started}
     replay.start_workers(spark, mechanism)
     checks = {"sql": sql_checks(mechanism, valid), "conformance": replay_all(mechanism, valid, conformance=True)}
-    if mechanism == "keyshared":
+    if event_log(mechanism).broker is not None:
         checks["replay"] = replay_all(mechanism, valid)
     for phase, _, _ in phases(mechanism)[1:]:
         started = time.perf_counter()
@@ -153,7 +136,7 @@ def bench_pipeline(
     say = progress or (lambda _: None)
     if not log.exists():
         say(f"bench pipeline {mechanism}: simulating {events:,} events into {log}")
-        per = 1000 if mechanism == "keyshared" else 100
+        per = spec(mechanism).events_per_partition
         simulate(mechanism, events, log, partitions=partitions or max(1, events // per), seed=seed, progress=progress)
     out: dict[str, object] = {"mechanism": mechanism, "events": events, "log": str(log)}
     for master in masters:

@@ -37,6 +37,7 @@ from properties.delayed import coverage as delayed_coverage
 from properties.delayed import proofs as delayed_z3
 from properties.delayed import protocol as delayed_protocol
 from properties.delayed.guards import GUARDS
+from properties.engines.eventlog import EventLog
 from properties.engines.mechanism import Mechanism, Property
 from reference_impl.delayed import (
     DispatcherModel,
@@ -386,9 +387,17 @@ def bench(folder: Path) -> dict[str, object]:
     return row
 
 
+def event_log() -> EventLog:
+    """The event log the Spark pipeline checks (imported when asked for: it brings Spark and Arrow)."""
+    from properties.delayed.eventlog import EVENT_LOG
+
+    return EVENT_LOG
+
+
 MECHANISM = Mechanism(
     name="delayed",
     spec=SPEC,
+    log=event_log,
     make_model=lambda config, variant: DelayedModel(config, variant),
     make_reference=lambda config, variant: DelayedReference(config, variant),
     current="current",

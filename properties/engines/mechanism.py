@@ -15,6 +15,7 @@ from typing import Any
 
 from models.core import Json, Model, Param
 from properties.engines.bmc import ProofResult
+from properties.engines.eventlog import EventLog
 from properties.engines.lockstep import ImplementationFactory
 
 Vars = Mapping[str, Json]
@@ -150,6 +151,9 @@ class Mechanism:
     guards: Mapping[str, Mapping[str, Guard]] = field(default_factory=dict)
     """By scope the reference replays, every variable conformance compares (the keys of the model's `vars`) with
     its `Guard`: a divergence is a bug, and the guard is what names it, so that no bug ends as a bare divergence."""
+    log: Callable[[], EventLog] | None = None
+    """Its event log for the Spark pipeline (`simulate`, `pipeline check`, `bench --pipeline`), loaded when first
+    asked for (it imports Spark and Arrow); None: the pipeline does not cover the mechanism."""
 
     @property
     def variants(self) -> tuple[str, ...]:

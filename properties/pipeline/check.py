@@ -6,9 +6,9 @@ queries; the rest replay each partition through the current model in lockstep wi
 observations and states (`replay`: `mapInArrow` over Arrow batches of whole partitions, through the
 model's compiled transition, the full model for a partition that fails). A partition that diverges
 is replayed on each known-bad variant: the one that reproduces the log names the bug, and its run
-is saved as a trace `brokerspec replay` reproduces. Key_Shared's
-broker event log has its own quarantine rules, SQL checks and `mapInArrow` replay
-(`keyshared_check`); the flow around them is this module's.
+is saved as a trace `brokerspec replay` reproduces. A mechanism adds its own window checks
+(`EventLog.window_checks`), and a broker event log its own quarantine rule, `mapInArrow` replay and traces
+(`BrokerLog`); the flow around them is this module's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -30,8 +30,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from properties import registry
+from properties.engines.records import ending_in_refusal
 from properties.engines.replay import record
-from properties.pipeline import keyshared_check, replay
+from properties.pipeline import replay
 from properties.pipeline.ingest import (
     UnusableInput,
     checkable,
@@ -41,8 +42,7 @@ from properties.pipeline.ingest import (
     read_log,
     tally,
 )
-from properties.pipeline.records import ending_in_refusal
-from properties.pipeline.schema import spec
+from properties.pipeline.schema import event_log, spec
 from traces.format import Trace, save
 
 Progress = Callable[[str], None]
@@ -87,10 +87,12 @@ def session(master: str = "local[*]", shuffle_partitions: int = 8) -> SparkSessi
 def replay_all(mechanism: str, valid: DataFrame, conformance: bool = False,
                replayed: Accumulator[int] | None = None) -> DataFrame:
     """One verdict row per partition, from `mapInArrow` tasks over `valid` (partitioned by the key and
-    sorted by seq within, as `prepare` leaves it); `conformance` is Key_Shared's (the other mechanisms
-    always replay the whole model). `replayed` counts the records replayed, for the progress line."""
-    if mechanism == "keyshared":
-        return keyshared_check.replay_all(valid, conformance, replayed)
+    sorted by seq within, as `prepare` leaves it); `conformance` is a broker log's (its default replay is a
+    faster check; a model-action log always replays the whole model). `replayed` counts the records replayed,
+    for the progress line."""
+    broker = event_log(mechanism).broker
+    if broker is not None:
+        return broker.replay(valid, conformance, replayed)
     return replay.replay_all(mechanism, valid, replayed)
 
 
@@ -98,9 +100,8 @@ def sql_checks(mechanism: str, valid: DataFrame) -> DataFrame:
     """Window-query checks: (key, seq, check, detail) rows, one per violating record.
 
     LOG-SEQ: each partition's sequence numbers run 0, 1, 2, ... without gaps or repeats (a gap means
-    lost events, which would make any replay verdict meaningless). DD-I1 (delayed, non-strict): no
-    message is offered more than one tick before the deliver_at it was added with. Key_Shared's are
-    in `keyshared_check.sql_checks`.
+    lost events, which would make any replay verdict meaningless); then the mechanism's own
+    (`EventLog.window_checks`).
     """
     key = spec(mechanism).key
     previous = F.col("previous")
@@ -110,11 +111,8 @@ def sql_checks(mechanism: str, valid: DataFrame) -> DataFrame:
         .when(previous.isNotNull() & (F.col("seq") != previous + 1), F.format_string("seq follows %d", previous))
         .alias("detail"),
     ).where(F.col("detail").isNotNull()).withColumn("check", F.lit("LOG-SEQ"))
-    if mechanism == "delayed":
-        return gaps.unionByName(_early_offers(valid, key))
-    if mechanism == "keyshared":
-        return gaps.unionByName(keyshared_check.sql_checks(valid))
-    return gaps
+    own = event_log(mechanism).window_checks
+    return gaps if own is None else gaps.unionByName(own(valid))
 
 
 NO_FIRST = "first record is not seq 0"
@@ -161,35 +159,6 @@ def _quarantined_gaps(mechanism: str, sql_rows: list[dict[str, Any]], raw: DataF
         replayed = f"replayed up to seq {after}" if after >= 0 else "not replayed"
         incomplete.setdefault(str(gap[key]), f"{seqs} quarantined at {where}; {replayed}")
     return kept, incomplete
-
-
-def _early_offers(valid: DataFrame, key: str) -> DataFrame:
-    """DD-I1's offers against adds, from the columns ingest extracted: each add and each offered position is
-    a mark on its (tracker, ledger, entry), and one window per position in seq order carries the
-    deliver_at of the latest add to every later offer. An add is its mark as it stands (a projection) and
-    only the records offering something are exploded (one generator over the adds' records as well, each
-    building an array of one struct, made the check slower, most in its first run); the union keeps the
-    Spark partitioning, and a position's marks share the tracker, so the window needs no shuffle, only a
-    sort within each Spark partition. A value of another type was read as null, so a record whose JSON
-    holds something else there is left to the replay (which reports it)."""
-    tick = int(cast(int, registry.get("delayed").hypothesis_configs[spec("delayed").config_name]["tick"]))
-    none = F.lit(None).cast("long")
-    add = F.col("action") == "add"
-    adds = valid.where(add).select(key, "seq", F.col("add_ledger").alias("ledger"), F.col("add_entry").alias("entry"),
-                                   F.col("add_deliver_at").alias("due"), none.alias("now"))
-    offers = valid.where(~add & (F.size("offered") > 0)).select(key, "seq", "now", F.explode("offered").alias("p"))
-    marks = adds.unionByName(offers.select(
-        key, "seq", F.try_element_at("p", F.lit(1)).alias("ledger"), F.try_element_at("p", F.lit(2)).alias("entry"),
-        none.alias("due"), "now",
-    )).where(F.col("ledger").isNotNull() & F.col("entry").isNotNull())
-    earlier = Window.partitionBy(key, "ledger", "entry").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
-    return (
-        marks.select(key, "seq", "ledger", "entry", "now", F.last("due", ignorenulls=True).over(earlier).alias("due"))
-        .where(F.col("now") < F.col("due") - tick)
-        .select(key, "seq", F.format_string("(%d, %d) offered at %d, due at %d", "ledger", "entry", "now",
-                                            "due").alias("detail"))
-        .withColumn("check", F.lit("DD-I1"))
-    )
 
 
 def _write_json(frame: DataFrame, path: Path) -> None:
@@ -364,8 +333,9 @@ def _check(mechanism: str, input_path: Path, out: Path, spark: SparkSession, say
     (out / "first_divergence" / "part-00000.json").write_text(
         "".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n" for r in failing))
 
-    if mechanism == "keyshared":
-        traces = keyshared_check.save_traces(valid, failing, out / "traces")
+    broker = event_log(mechanism).broker
+    if broker is not None:
+        traces = broker.traces(valid, failing, out / "traces")
     else:
         traces = _save_traces(mechanism, valid, failing, out / "traces")
     summary.update(

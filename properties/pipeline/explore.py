@@ -20,9 +20,9 @@ from pyspark.sql import SparkSession
 from models.core import Action, violated
 from properties import registry
 from properties.engines.lockstep import Lockstep
+from properties.engines.records import action_of
 from properties.engines.replay import record
 from properties.engines.shrink import failure_oracle, shrink
-from properties.pipeline.records import action_of
 from properties.pipeline.replay import model
 from traces.format import save
 

@@ -19,11 +19,10 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, LongType, StringType, StructField
+from pyspark.sql.types import StringType, StructField
 from pyspark.sql.window import Window
 
-from properties.pipeline import keyshared_check
-from properties.pipeline.schema import columns, extracted, spec, struct_type
+from properties.pipeline.schema import columns, event_log, extracted, spec, struct_type
 
 PLACE = ("file", "block", "row")
 """Where a record was read: file path, start of its file block, and its row id (in order within a block)."""
@@ -42,7 +41,7 @@ def _is_parquet(path: Path) -> bool:
     return path.suffix == ".parquet" or (path.is_dir() and any(path.glob("*.parquet")))
 
 
-def _field_reason(name: str, kind: DataType, nullable: bool) -> Column:
+def _field_reason(name: str, kind: str, nullable: bool) -> Column:
     """Why field `name` of a parsed line is not usable (wrong type, or missing though required), or null.
 
     Spark reads any JSON value into a string column (7 as "7", an object as its text) and leaves a long
@@ -50,7 +49,7 @@ def _field_reason(name: str, kind: DataType, nullable: bool) -> Column:
     which: a string's value starts with a quote, a null's with `n`.
     """
     value, given = F.col(name), F.col("text").rlike(f'"{name}"\\s*:\\s*[^\\sn]')
-    if isinstance(kind, LongType):
+    if kind == "long":
         reason = F.when(value.isNull() & F.col(CORRUPT).isNotNull() & given, F.lit(f"field {name} is not an integer"))
     else:
         reason = F.when(value.isNotNull() & ~F.col("text").rlike(f'"{name}"\\s*:\\s*"'),
@@ -75,8 +74,9 @@ def _reason(mechanism: str, first: Column | None = None) -> Column:
     log = spec(mechanism)
     reasons = [first] if first is not None else []
     reasons += [_json_text(name) for name in log.json_text]
-    if mechanism == "keyshared":
-        reasons.append(keyshared_check.event_reason())
+    broker = event_log(mechanism).broker
+    if broker is not None:
+        reasons.append(broker.quarantine())
     return F.coalesce(*reasons) if len(reasons) > 1 else reasons[0]
 
 
@@ -103,7 +103,7 @@ def _read_json(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:
         .when(F.trim("text") == "", F.lit("empty line"))
         .when(broken & F.try_parse_json("text").isNull(), F.lit("not JSON (malformed or truncated line)"))
         .when(broken & ~F.ltrim("text").startswith("{"), F.lit("not a JSON object")),
-        *(_field_reason(name, kind, nullable) for name, kind, nullable in [(log.key, LongType(), False), *log.fields]),
+        *(_field_reason(name, kind, nullable) for name, kind, nullable in [(log.key, "long", False), *log.fields]),
         F.when(broken, F.lit("a value the parser could not read")),
     )
     records = lines.select(*columns(mechanism), *PLACE, "text", problem.alias("problem"))
@@ -124,7 +124,7 @@ def _read_parquet(spark: SparkSession, mechanism: str, path: Path) -> DataFrame:
         raise UnusableInput(f"{path}: not a {mechanism} log: column {'; '.join(wrong)}")
     log = spec(mechanism)
     required = [F.when(F.col(n).isNull(), F.lit(f"missing required field {n}"))
-                for n, _, nullable in [(log.key, LongType(), False), *log.fields] if not nullable]
+                for n, _, nullable in [(log.key, "long", False), *log.fields] if not nullable]
     frame = spark.read.schema(wanted).parquet(str(path)).select(
         "*", F.col("_metadata.file_path").alias("file"), F.col("_metadata.row_index").alias("row"))
     return _typed(mechanism, frame, F.coalesce(*required),

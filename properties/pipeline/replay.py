@@ -1,10 +1,10 @@
-"""The model replay of the model-action logs (topiclist, delayed): the full model, and its compiled fast path.
+"""The model replay of the model-action logs: the full model, and its compiled fast path.
 
 A partition is replayed in lockstep through the current model with the logged observations and
 `vars` as the implementation (`replay_records`, the authority: any divergence from the spec is
 found, and a failing partition is replayed on each known-bad variant to name the bug). That costs
-40 µs (delayed) to 120 µs (topiclist) an event, so the pipeline runs each mechanism's compiled
-transition instead (`delayed_replay`, `topiclist_replay`: the same steps on a mutable state, the
+40 to 120 µs an event, so the pipeline runs each mechanism's compiled transition instead
+(`EventLog.compiled`, declared in the mechanism's `eventlog` module: the same steps on a mutable state, the
 variables compared as canonical JSON text), which only says where a partition first leaves the
 model; a partition it fails goes through `replay_records` for the verdict. `mapInArrow` hands the
 records to Python as Arrow batches of whole partitions (`whole_partitions`, slices that copy no text),
@@ -16,12 +16,11 @@ nothing is built per row but what the step needs.
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -29,19 +28,14 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import LongType
 
 from models.core import Action, ActionNotEnabled, Json, Model, Observation
-from models.delayed import DelayedModel
-from models.topiclist import TopicListModel
 from properties import registry
+from properties.engines.eventlog import FastReplay
 from properties.engines.lockstep import DIVERGENCE, Lockstep
-from properties.pipeline import keyshared_check
-from properties.pipeline.delayed_replay import DelayedReplay
-from properties.pipeline.records import action_of, gap_free
-from properties.pipeline.schema import SPECS, spec
+from properties.engines.records import action_of, gap_free, runs, strings
+from properties.pipeline.schema import event_log, spec
 from properties.pipeline.simulate import model as build_model
-from properties.pipeline.topiclist_replay import TopicListReplay
 
 REPLAY_SCHEMA = "key long, events long, step long, failures string, detail string, explained_by string"
 LOGGED = ("action", "params", "observation", "vars")
@@ -135,13 +129,6 @@ def replay_records(mechanism: str, records: Records) -> Verdict:
 # --- the compiled fast path ------------------------------------------------------------------------
 
 
-class FastReplay(Protocol):
-    """A model's transition compiled for the replay: where rows lo..hi (one partition) first leave it."""
-
-    def first_failure(self, action: Sequence[str], params: Sequence[str], observation: Sequence[str | None],
-                      vars_: Sequence[str], lo: int, hi: int) -> int | None: ...
-
-
 class FullReplay:
     """The full model as a `FastReplay`, for a mechanism whose transition is not compiled."""
 
@@ -157,25 +144,9 @@ class FullReplay:
 def fast_replay(mechanism: str) -> FastReplay:
     """The compiled transition of the current model of `mechanism` (one per worker process)."""
     current = model(mechanism, registry.get(mechanism).current)
-    if mechanism == "delayed":
-        return DelayedReplay(cast(DelayedModel, current))
-    if mechanism == "topiclist":
-        try:
-            return TopicListReplay(cast(TopicListModel, current))
-        except ValueError:  # a model other than the one compiled: its invariants changed
-            return FullReplay(current)
-    return FullReplay(current)
-
-
-def strings(column: pa.Array | pa.ChunkedArray) -> list[Any]:
-    """A string column as a list (None for null): through NumPy, which makes one Python string per distinct
-    value, at a sixth of `to_pylist`'s cost."""
-    return cast(list[Any], column.to_numpy(zero_copy_only=False).tolist())
-
-
-def runs(keys: np.ndarray[Any, Any]) -> Iterator[tuple[int, int]]:
-    """(start, end) of each run of equal keys: one partition each, as the rows are sorted by key."""
-    return itertools.pairwise([0, *(np.flatnonzero(keys[1:] != keys[:-1]) + 1).tolist(), len(keys)])
+    compile_ = event_log(mechanism).compiled
+    compiled = compile_(current) if compile_ is not None else None
+    return compiled if compiled is not None else FullReplay(current)
 
 
 def whole_partitions(batches: Iterator[pa.RecordBatch], key: str,
@@ -259,17 +230,18 @@ def read_log_table(mechanism: str, path: Path) -> pa.Table:
     """A whole clean log (Parquet, or JSON lines without malformed ones) as one Arrow table in this process
     (strings with 64-bit offsets: a million topic-list records hold more than 2 GB of text)."""
     log = spec(mechanism)
-    schema = pa.schema([(name, pa.int64() if isinstance(kind, LongType) else pa.large_string())
-                        for name, kind, _ in [(log.key, LongType(), False), *log.fields]])
+    schema = pa.schema([(name, pa.int64() if kind == "long" else pa.large_string())
+                        for name, kind, _ in [(log.key, "long", False), *log.fields]])
     if path.suffix == ".parquet":
         return pq.read_table(path, schema=schema)
     return pj.read_json(path, parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"))
 
 
 def _start(mechanism: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    if mechanism == "keyshared":
-        keyshared_check.compiled_replay()
-    elif mechanism in SPECS:
+    broker = event_log(mechanism).broker
+    if broker is not None:
+        broker.start()
+    else:
         fast_replay(mechanism)
     for _ in batches:
         pass

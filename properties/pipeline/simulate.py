@@ -1,12 +1,12 @@
 """Write large event logs from the reference implementations, with known-bad variants injected.
 
-Each partition (one limiter, one tracker) is a seeded random walk: the model picks among the actions
-it enables, the reference implementation takes each one, and the record holds what the reference
+Each partition of a model-action log (one limiter, one tracker) is a seeded random walk: the model
+picks among the actions it enables, the reference implementation takes each one, and the record holds what the reference
 returned and its state projected onto the model's variables (as a port would report them), so the
 log is the reference's behaviour, not the model's. A faulted partition walks a known-bad variant
 and is re-seeded until the bug actually shows within its events, so a checker must find exactly
-the faulted partitions. Key_Shared logs are broker event logs written by the reference dispatcher
-itself (`keyshared_sim`).
+the faulted partitions. A broker event log is written by the mechanism's own simulator
+(`BrokerLog.write`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ import pyarrow.parquet as pq
 
 from models.core import Action, Model
 from properties import registry
+from properties.engines.chunks import in_chunks
 from properties.engines.lockstep import Lockstep
-from properties.pipeline import keyshared_sim
-from properties.pipeline.chunks import in_chunks
-from properties.pipeline.schema import columns, spec
+from properties.pipeline.schema import columns, event_log, spec
 
 _FAULT_ATTEMPTS = 500
 _CHUNK = 200  # partitions per worker task and per Parquet row group
@@ -140,9 +139,8 @@ def simulate(
     `fault` (a known-bad variant) is injected into the partitions `faulted` (default: three spread
     over the range); `corrupt` is the fraction of malformed lines added (JSON lines only).
     """
-    spec(mechanism)
-    mechanism_ = registry.get(mechanism)
-    faults = keyshared_sim.FAULTS if mechanism == "keyshared" else tuple(mechanism_.twins)
+    log = event_log(mechanism)
+    faults = log.broker.faults if log.broker is not None else tuple(registry.get(mechanism).twins)
     if fault is not None and fault not in faults:
         raise ValueError(f"unknown fault {fault!r} for {mechanism} (known: {', '.join(faults)})")
     if partitions < 1 or events < partitions:
@@ -157,16 +155,14 @@ def simulate(
         raise ValueError(f"faulted partitions must lie in 0..{partitions - 1}")
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    if mechanism == "keyshared":
-        lines = keyshared_sim.write(out, events, partitions, seed, fault, chosen, progress)
-        required = "event"
+    if log.broker is not None:
+        lines = log.broker.write(out, events, partitions, seed, fault, chosen, progress)
     else:
         lines = _write_actions(mechanism, out, events, partitions, seed, fault, chosen, keep=bool(corrupt),
                                progress=progress)
-        required = "action"
     corrupt_lines = 0
     if lines:
-        lines, corrupt_lines = _corrupt(lines, corrupt, random.Random(f"{seed}:corrupt"), required)
+        lines, corrupt_lines = _corrupt(lines, corrupt, random.Random(f"{seed}:corrupt"), log.spec.required)
         out.write_text("\n".join(lines) + "\n")
     return Simulation(out, events, partitions, chosen, corrupt_lines)
 

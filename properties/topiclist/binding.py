@@ -44,6 +44,7 @@ from models.topiclist import (
 )
 from models.topiclist.semaphore_locks import DEFAULT_CONFIG as LOCKS_DEFAULT_CONFIG
 from models.topiclist.semaphore_locks import SemaphoreLocksModel
+from properties.engines.eventlog import EventLog
 from properties.engines.lockstep import Implementation
 from properties.engines.mechanism import Mechanism, Property
 from properties.topiclist import coverage as topiclist_coverage
@@ -808,9 +809,17 @@ LOCKS_HYPOTHESIS_CONFIG: dict[str, Param] = {
 findings the explorer reports, would end most runs at their first occurrence."""
 
 
+def event_log() -> EventLog:
+    """The event log the Spark pipeline checks (imported when asked for: it brings Spark and Arrow)."""
+    from properties.topiclist.eventlog import EVENT_LOG
+
+    return EVENT_LOG
+
+
 MECHANISM = Mechanism(
     name="topiclist",
     spec="docs/spec/topiclist.md",
+    log=event_log,
     make_model=make_model,
     make_reference=make_reference,
     current="current",

@@ -22,7 +22,8 @@ from models.core import Action, Param
 from properties.engines import counterexamples
 from properties.engines.explorer import explore
 from properties.engines.stateful import FailedRun
-from properties.keyshared.binding import EXPLORE_CONFIGS, GATE, HYPOTHESIS_CONFIGS, MECHANISM
+from properties.keyshared.binding import MECHANISM
+from properties.keyshared.dispatcher import EXPLORE_CONFIGS, GATE, HYPOTHESIS_CONFIGS
 from traces.format import Trace, save
 
 CORPUS = Path(__file__).resolve().parents[2] / "traces" / "corpus" / "keyshared"

@@ -13,7 +13,8 @@ from properties.engines.checks import CONFORMANCE_STEPS
 from properties.engines.conformance import conform
 from properties.engines.coverage import from_exploration
 from properties.engines.explorer import explore
-from properties.keyshared.binding import EXPLORE_CONFIGS, MECHANISM, make_model, make_reference
+from properties.keyshared.binding import MECHANISM, make_model, make_reference
+from properties.keyshared.dispatcher import EXPLORE_CONFIGS
 
 CORNERS = {
     "collide": {"two consumers collided on a ring point", "a collided consumer was promoted",

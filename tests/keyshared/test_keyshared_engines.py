@@ -21,13 +21,8 @@ from properties.engines.lockstep import DIVERGENCE, Lockstep, first_failure
 from properties.engines.shrink import failure_oracle
 from properties.engines.stateful import build_state_machine, find_failure
 from properties.keyshared import proofs as keyshared_z3
-from properties.keyshared.binding import (
-    EXPLORE_CONFIGS,
-    GATE,
-    HYPOTHESIS_CONFIGS,
-    MECHANISM,
-    KeySharedReference,
-)
+from properties.keyshared.binding import MECHANISM
+from properties.keyshared.dispatcher import EXPLORE_CONFIGS, GATE, HYPOTHESIS_CONFIGS, KeySharedReference
 from properties.registry import replay, reproduction_problems
 from tests.keyshared import corpus
 from traces.format import dumps, load

@@ -17,15 +17,17 @@ from properties.engines.conformance import conform
 from properties.engines.coverage import from_exploration
 from properties.engines.explorer import explore
 from properties.engines.lockstep import Lockstep
-from properties.keyshared.binding import _TWO, EXPLORE_CONFIGS, MECHANISM, KeySharedReference, make_model
-from properties.pipeline import keyshared_log, keyshared_replay
+from properties.keyshared.binding import MECHANISM, make_model
+from properties.keyshared.dispatcher import EXPLORE_CONFIGS, TWO, KeySharedReference
+from properties.keyshared.eventlog import records as keyshared_log
+from properties.keyshared.eventlog import replay as keyshared_replay
 
 JUMP_MARKS = {
     "jump": {"a draining hash released by a cursor jump", "a cursor jump passed a message a consumer still holds",
              "a hash is draining"},
     "reset": {"a cursor reset went back over acknowledged messages"},
 }
-ALL_JUMPS = {**_TWO, "max_messages": 3, "add_permits": (1, 3), "max_permits": 3,
+ALL_JUMPS = {**TWO, "max_messages": 3, "add_permits": (1, 3), "max_permits": 3,
              "actions": ("add", "publish", "ack", "read", "run", "remove", "skip", "clear_backlog", "expire", "reset")}
 
 

@@ -15,7 +15,7 @@ from models.core import Action, ActionNotEnabled, Param, violated
 from models.keyshared import Draining, KeySharedModel, KSState, build_ring, sticky_hash
 from models.keyshared.dispatch import Dispatch
 from models.keyshared.state import ACTION_NAMES, DEFAULT_CONFIG
-from properties.keyshared.binding import GATE, HYPOTHESIS_CONFIGS
+from properties.keyshared.dispatcher import GATE, HYPOTHESIS_CONFIGS
 from reference_impl.keyshared import Consumer, KeySharedDispatcher
 
 H4, H0, H5 = 11707, 4850, 35071

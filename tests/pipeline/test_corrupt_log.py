@@ -19,8 +19,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from properties.cli import PASS, USAGE, VIOLATED, main
+from properties.keyshared.eventlog.records import ARROW_SCHEMA
 from properties.pipeline.check import check
-from properties.pipeline.keyshared_log import ARROW_SCHEMA
 from properties.pipeline.schema import spec
 from properties.pipeline.simulate import simulate
 

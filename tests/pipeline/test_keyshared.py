@@ -18,11 +18,11 @@ from pyspark.sql import SparkSession
 from models.keyshared import sticky_hash
 from properties.cli.pipeline_bench import pipeline_bench
 from properties.engines.lockstep import DIVERGENCE
+from properties.keyshared.eventlog.check import python_replay, python_sql_checks, read_table
+from properties.keyshared.eventlog.records import Record, client_verdict
+from properties.keyshared.eventlog.simulate import to_table, walk
 from properties.pipeline.check import check, sql_checks
 from properties.pipeline.ingest import checkable, prepare, read_log
-from properties.pipeline.keyshared_check import python_replay, python_sql_checks, read_table
-from properties.pipeline.keyshared_log import Record, client_verdict
-from properties.pipeline.keyshared_sim import to_table, walk
 from properties.pipeline.simulate import Simulation, simulate
 from properties.registry import replay
 from traces.format import load

@@ -10,10 +10,10 @@ import pytest
 
 from models.keyshared import sticky_hash
 from properties.engines.lockstep import DIVERGENCE
-from properties.pipeline import keyshared_sim
-from properties.pipeline.keyshared_check import replay_batches
-from properties.pipeline.keyshared_log import Record, client_verdict, full_verdict, partition
-from properties.pipeline.keyshared_sim import partition_records, to_table, walk
+from properties.keyshared.eventlog import simulate as keyshared_sim
+from properties.keyshared.eventlog.check import replay_batches
+from properties.keyshared.eventlog.records import Record, client_verdict, full_verdict, partition
+from properties.keyshared.eventlog.simulate import partition_records, to_table, walk
 from properties.pipeline.simulate import simulate
 
 

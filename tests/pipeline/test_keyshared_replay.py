@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import pytest
 
 from properties.engines.lockstep import DIVERGENCE
-from properties.pipeline import keyshared_check
-from properties.pipeline.keyshared_check import python_replay
-from properties.pipeline.keyshared_log import (
+from properties.keyshared.eventlog import check as keyshared_check
+from properties.keyshared.eventlog.check import python_replay
+from properties.keyshared.eventlog.records import (
     EVENTS,
     ClientVerdict,
     LogError,
@@ -22,8 +22,8 @@ from properties.pipeline.keyshared_log import (
     full_verdict,
     partition,
 )
-from properties.pipeline.keyshared_replay import compiled
-from properties.pipeline.keyshared_sim import FAULTS, partition_records, to_table, walk
+from properties.keyshared.eventlog.replay import compiled
+from properties.keyshared.eventlog.simulate import FAULTS, partition_records, to_table, walk
 
 FAULTED = (2, 9)
 

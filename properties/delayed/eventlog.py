@@ -1,4 +1,9 @@
-"""The delayed-delivery model's transition, compiled for the pipeline's conformance replay.
+"""The delayed-delivery tracker's event log: its layout, DD-I1's window check, and the model's compiled transition.
+
+The log is one record per model action, keyed by tracker, written with the `default` Hypothesis configuration.
+DD-I1 (non-strict: no message offered more than one tick before the deliver_at it was added with) is a window
+query over the columns ingest extracts (`early_offers`), and the same rule in one process for the bench
+(`python_early_offers`).
 
 `models.delayed.DelayedModel` freezes a `DelayedState` after every step and projects it to a dict of
 variables that the lockstep compares with the logged ones after parsing them: about 40 µs an event.
@@ -22,9 +27,18 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Sequence
+from typing import Any, cast
 
-from models.delayed import NO_DELAY, DelayedModel
-from properties.pipeline.records import same_json, unpredicted
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from models.core import Model
+from models.delayed import HYPOTHESIS_CONFIG, NO_DELAY, DelayedModel
+from properties.engines.eventlog import EventLog, Extract, LogSpec
+from properties.engines.records import runs, same_json, strings, unpredicted
 
 _ARGS = {"add": ("ledger", "entry", "deliver_at"), "advance": ("now",), "get_scheduled": ("limit",)}
 _NAMES = frozenset(("add", "advance", "get_scheduled", "fire", "run", "should_pause", "clear"))
@@ -394,3 +408,71 @@ class DelayedReplay:
         return f'{{"delivered": [{delivered}], "offered": [{offered}]}}'
 
 
+# --- DD-I1 as a window check ------------------------------------------------------------------------
+
+LOG = LogSpec("tracker", "default", "pr23611", extracted=(
+    Extract("add_ledger", "params", "$.ledger", "bigint"),
+    Extract("add_entry", "params", "$.entry", "bigint"),
+    Extract("add_deliver_at", "params", "$.deliver_at", "bigint"),
+    Extract("now", "vars", "$.now", "bigint"),
+    Extract("offered", "observation", "$.offered", "array<array<bigint>>"),
+))
+TICK = int(cast(int, HYPOTHESIS_CONFIG["tick"]))
+"""The tick of the configuration the log is written with: DD-I1 allows an offer this early."""
+
+
+def early_offers(valid: DataFrame) -> DataFrame:
+    """DD-I1's offers against adds, from the columns ingest extracted: each add and each offered position is
+    a mark on its (tracker, ledger, entry), and one window per position in seq order carries the
+    deliver_at of the latest add to every later offer. An add is its mark as it stands (a projection) and
+    only the records offering something are exploded (one generator over the adds' records as well, each
+    building an array of one struct, made the check slower, most in its first run); the union keeps the
+    Spark partitioning, and a position's marks share the tracker, so the window needs no shuffle, only a
+    sort within each Spark partition. A value of another type was read as null, so a record whose JSON
+    holds something else there is left to the replay (which reports it)."""
+    key = LOG.key
+    none = F.lit(None).cast("long")
+    add = F.col("action") == "add"
+    adds = valid.where(add).select(key, "seq", F.col("add_ledger").alias("ledger"), F.col("add_entry").alias("entry"),
+                                   F.col("add_deliver_at").alias("due"), none.alias("now"))
+    offers = valid.where(~add & (F.size("offered") > 0)).select(key, "seq", "now", F.explode("offered").alias("p"))
+    marks = adds.unionByName(offers.select(
+        key, "seq", F.try_element_at("p", F.lit(1)).alias("ledger"), F.try_element_at("p", F.lit(2)).alias("entry"),
+        none.alias("due"), "now",
+    )).where(F.col("ledger").isNotNull() & F.col("entry").isNotNull())
+    earlier = Window.partitionBy(key, "ledger", "entry").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
+    return (
+        marks.select(key, "seq", "ledger", "entry", "now", F.last("due", ignorenulls=True).over(earlier).alias("due"))
+        .where(F.col("now") < F.col("due") - TICK)
+        .select(key, "seq", F.format_string("(%d, %d) offered at %d, due at %d", "ledger", "entry", "now",
+                                            "due").alias("detail"))
+        .withColumn("check", F.lit("DD-I1"))
+    )
+
+
+def python_early_offers(ordered: pa.Table) -> set[int]:
+    """DD-I1 in this process over a log sorted by tracker and seq, one sweep per tracker: the violating keys."""
+    keys = np.asarray(ordered.column(LOG.key))
+    action, params, observation, vars_ = (strings(ordered.column(c)) for c in ("action", "params", "observation",
+                                                                               "vars"))
+    bad: set[int] = set()
+    for lo, hi in runs(keys):
+        due: dict[tuple[int, int], int] = {}
+        for i in range(lo, hi):
+            if action[i] == "add":
+                p = json.loads(params[i])
+                due[int(p["ledger"]), int(p["entry"])] = int(p["deliver_at"])
+            seen = observation[i]
+            if seen is not None and '"offered"' in seen:
+                now = int(json.loads(vars_[i])["now"])
+                for ledger, entry in json.loads(seen)["offered"]:
+                    if now < due.get((ledger, entry), now) - TICK:
+                        bad.add(int(keys[lo]))
+    return bad
+
+
+def compiled(model: Model[Any]) -> DelayedReplay:
+    return DelayedReplay(cast(DelayedModel, model))
+
+
+EVENT_LOG = EventLog(LOG, window_checks=early_offers, python_window_checks=python_early_offers, compiled=compiled)

@@ -18,7 +18,7 @@ checks KS-I1 and KS-I4 on it exactly as `models.keyshared` does, plus that every
 model could take (known consumer, held position, consistent hash). Those two invariants are defined
 on the client record alone (spec §5), so this is the model's own check, without the dispatcher's
 state; whether each dispatch is the one pip379 would make needs the dispatcher's state: the compiled
-replay (`keyshared_replay`) answers where a subscription leaves pip379, the full model (`full_verdict`)
+replay (`replay`) answers where a subscription leaves pip379, the full model (`full_verdict`)
 says how.
 """
 
@@ -32,9 +32,9 @@ import pyarrow as pa
 
 from models.core import Action, ActionNotEnabled, Json, Param, violated
 from models.keyshared import KeySharedModel, sticky_hash
-from properties import registry
+from properties.engines.eventlog import LogSpec
 from properties.engines.lockstep import DIVERGENCE
-from properties.pipeline.schema import spec
+from properties.keyshared.dispatcher import HYPOTHESIS_CONFIGS
 
 MECHANISM = "keyshared"
 ADD, REMOVE, PUBLISH, FLOW, ACK = "add", "remove", "publish", "flow", "ack"
@@ -63,19 +63,26 @@ ACTIONS = (ADD, REMOVE, PUBLISH, FLOW, ACK, REDELIVER, REDELIVER_ALL, READ, RUN)
 INVARIANTS = ("KS-I1", "KS-I4")
 """What the client record can break, in the model's declaration order."""
 
+LOG = LogSpec("subscription", "spec", "classic", fields=(
+    ("seq", "long", False), ("event", "string", False), ("consumer", "long", True), ("position", "long", True),
+    ("hash", "long", True), ("key", "string", True), ("name", "string", True), ("permits", "long", True),
+), json_text=(), events_per_partition=1000)
+"""A broker's event log: flat typed columns (no JSON inside a record), one record per consumer add/remove, publish,
+permit grant, read, dispatch, ack and redelivery, keyed by subscription; replayed with the `spec` configuration."""
+
 ARROW_SCHEMA = pa.schema([
     ("subscription", pa.int64()), ("seq", pa.int64()), ("event", pa.string()), ("consumer", pa.int64()),
     ("position", pa.int64()), ("hash", pa.int64()), ("key", pa.string()), ("name", pa.string()),
     ("permits", pa.int64()),
 ])
-"""The log's columns as Arrow (and Parquet) types, in `columns("keyshared")` order."""
+"""The log's columns as Arrow (and Parquet) types, in `LOG.columns` order."""
 Record = tuple[int, int, str, int | None, int | None, int | None, str | None, str | None, int | None]
-"""A row in `columns("keyshared")` order: subscription, seq, event, consumer, position, hash, key, name, permits."""
+"""A row in `LOG.columns` order: subscription, seq, event, consumer, position, hash, key, name, permits."""
 
 
 def base_config() -> dict[str, Param]:
     """The model configuration every subscription shares: the gate's `spec` one with Pulsar's 100 points."""
-    config = dict(registry.get(MECHANISM).hypothesis_configs[spec(MECHANISM).config_name])
+    config = dict(HYPOTHESIS_CONFIGS[LOG.config_name])
     config.update({"names": NAMES, "max_consumers": MAX_CONSUMERS, "points": POINTS, "actions": ACTIONS})
     return config
 

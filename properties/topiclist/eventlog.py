@@ -1,4 +1,6 @@
-"""The topic-list limiter model's transition, compiled for the pipeline's conformance replay.
+"""The topic-list limiter's event log: its layout and the model's transition, compiled for the conformance replay.
+
+The log is one record per model action of the `flows` Hypothesis configuration, keyed by limiter set.
 
 The flows scope of `models.topiclist` is too large to write twice, and its operations are the spec;
 what makes the full replay slow is around them: every step thaws the whole frozen state into a
@@ -28,7 +30,7 @@ the model's own operations) alive for a whole partition and
 It answers where a partition first leaves the model, or None; a partition it fails goes through the
 full model for the verdict, and `tests/pipeline/test_fast_replay.py` holds the two to the same
 first failing step. It mirrors the model's private step world, so a model whose invariants are not
-the ones written here is refused (`fast_replay` then uses the full model).
+the ones written here is refused (`compiled` says None, and the pipeline replays the full model).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from models.core import Action, ActionNotEnabled
+from models.core import Action, ActionNotEnabled, Model
 from models.topiclist import TopicListModel
 from models.topiclist.common import _TSHIFT, BROKER_ERROR_MESSAGES, LONG_MAX
 from models.topiclist.configs import _topic_tuple
@@ -71,8 +73,9 @@ from models.topiclist.flows import (
     FlowReq,
     _FlowWorld,
 )
+from properties.engines.eventlog import EventLog, LogSpec
 from properties.engines.lockstep import same_values
-from properties.pipeline.records import action_of, same_json
+from properties.engines.records import action_of, same_json
 
 INVARIANTS = ("TL-I1", "TL-I2", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I8")
 """The flows scope's invariants, as `invariants_hold` checks them."""
@@ -432,3 +435,14 @@ class TopicListReplay:
             denied = self.texts.get(key) or self.texts.setdefault(
                 key, _dumps([ns for ns, d in zip(self.m.namespaces, w.denied, strict=True) if d]))
         return f'{{"connections": [{self.conns_text}], "denied": {denied}, {self.after_denied}'
+
+
+def compiled(model: Model[Any]) -> TopicListReplay | None:
+    """The compiled replay of `model`, or None for a model other than the one compiled (its invariants changed)."""
+    try:
+        return TopicListReplay(cast(TopicListModel, model))
+    except ValueError:
+        return None
+
+
+EVENT_LOG = EventLog(LogSpec("limiter", "flows", "no_exceptional_release"), compiled=compiled)

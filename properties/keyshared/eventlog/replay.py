@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from models.keyshared import UNKNOWN_HASH, KeySharedModel, claims, sticky_hash
-from properties.pipeline.keyshared_log import (
+from properties.keyshared.eventlog.records import (
     ACK,
     ACTIONS,
     ADD,

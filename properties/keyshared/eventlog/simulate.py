@@ -26,15 +26,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from properties.pipeline.chunks import in_chunks
-from properties.pipeline.keyshared_log import (
+from properties.engines.chunks import in_chunks
+from properties.keyshared.eventlog.records import (
     ACK,
     ADD,
     ARROW_SCHEMA,
     DISPATCH,
     FLOW,
+    LOG,
     MAX_CONSUMERS,
-    MECHANISM,
     NAMES,
     POINTS,
     PUBLISH,
@@ -47,7 +47,6 @@ from properties.pipeline.keyshared_log import (
     Record,
     client_verdict,
 )
-from properties.pipeline.schema import columns
 from reference_impl.keyshared import LEDGER_ID, Consumer, KeySharedDispatcher
 
 VARIANT_FAULTS = ("classic", "pip282")
@@ -220,7 +219,7 @@ def to_table(records: Sequence[Record]) -> pa.Table:
 
 def to_line(record: Record) -> str:
     """One JSON line; absent fields are left out rather than written as null."""
-    return json.dumps({n: v for n, v in zip(columns(MECHANISM), record, strict=True) if v is not None})
+    return json.dumps({n: v for n, v in zip(LOG.columns, record, strict=True) if v is not None})
 
 
 def write(out: Path, events: int, partitions: int, seed: int, fault: str | None, faulted: Sequence[int],

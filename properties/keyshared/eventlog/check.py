@@ -15,7 +15,7 @@ record is one the model could take). Only a subscription that fails goes through
 (`full_verdict`): on pip379 for its first divergence, and on each known-bad variant, any of which
 that follows the log until its own invariant breaks explains it; that run is the saved trace.
 With `conformance`, every subscription the client record passes also goes through pip379's dispatcher,
-compiled (`keyshared_replay`: the dispatcher kept in place for the whole subscription, about 16 times
+compiled (`replay`: the dispatcher kept in place for the whole subscription, about 16 times
 the full model's events/s), so a log that delivers differently from pip379 fails as a `divergence` even
 where KS-I1 and KS-I4 hold; the full model replays only a subscription the compiled replay finds
 leaving pip379, for the verdict (or every one, if the current model is one it does not mirror).
@@ -40,14 +40,16 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from models.core import ActionNotEnabled
-from properties import registry
 from properties.engines.lockstep import DIVERGENCE
+from properties.engines.records import ending_in_refusal, gap_free
 from properties.engines.replay import record
-from properties.pipeline.keyshared_log import (
+from properties.keyshared.dispatcher import CURRENT, TWINS, KeySharedReference
+from properties.keyshared.eventlog.records import (
     ADD,
     ARROW_SCHEMA,
     DISPATCH,
     EVENTS,
+    LOG,
     MECHANISM,
     RELEASES,
     REMOVE,
@@ -61,12 +63,10 @@ from properties.pipeline.keyshared_log import (
     model,
     partition,
 )
-from properties.pipeline.keyshared_replay import NULL, KeySharedReplay, compiled
-from properties.pipeline.records import ending_in_refusal, gap_free
-from properties.pipeline.schema import columns, spec
+from properties.keyshared.eventlog.replay import NULL, KeySharedReplay, compiled
 from traces.format import save
 
-KEY = spec(MECHANISM).key
+KEY = LOG.key
 REPLAY_SCHEMA = ("key long, events long, step long, seq long, failures string, detail string, "
                  "explained_by string, divergence_step long, divergence string")
 """A subscription's verdict: the client record's first failing action (`step`, `seq` of the record,
@@ -176,15 +176,15 @@ def _explain(records: Sequence[Record]) -> tuple[str | None, int | None, str]:
         part = partition(records)
     except LogError as exc:
         return None, None, f"not replayable through the model: {exc}"
-    current = full_verdict(part, registry.get(MECHANISM).current)
-    twins = [twin for twin in registry.get(MECHANISM).twins
+    current = full_verdict(part, CURRENT)
+    twins = [twin for twin in TWINS
              if (v := full_verdict(part, twin)).step is not None and DIVERGENCE not in v.failures]
     detail = f"{','.join(current.failures)}: {current.detail}" if current.step is not None else ""
     return (",".join(twins) or None), current.step, detail
 
 
 def _records(table: pa.Table | pa.RecordBatch, lo: int, hi: int) -> list[Record]:
-    rows = table.slice(lo, hi - lo).select(list(columns(MECHANISM))).to_pylist()
+    rows = table.slice(lo, hi - lo).select(list(LOG.columns)).to_pylist()
     return [cast(Record, tuple(r.values())) for r in rows]
 
 
@@ -194,7 +194,7 @@ def _leaves_current(records: Sequence[Record]) -> ClientVerdict | None:
         part = partition(records)
     except LogError as exc:
         return ClientVerdict(1, (DIVERGENCE,), f"not replayable through the model: {exc}", records[0][1])
-    found = full_verdict(part, registry.get(MECHANISM).current)
+    found = full_verdict(part, CURRENT)
     if found.step is None:
         return None
     return ClientVerdict(found.step, found.failures, found.detail, part.seqs[found.step - 1])
@@ -203,7 +203,7 @@ def _leaves_current(records: Sequence[Record]) -> ClientVerdict | None:
 @functools.cache
 def compiled_replay() -> KeySharedReplay | None:
     """The compiled replay of the current variant (one per process), or None if it does not mirror that model."""
-    return compiled(registry.get(MECHANISM).current)
+    return compiled(CURRENT)
 
 
 def _verdicts(table: pa.Table | pa.RecordBatch, conformance: bool = False) -> pa.RecordBatch:
@@ -371,8 +371,7 @@ def save_traces(valid: DataFrame, failing: list[dict[str, Any]], out: Path) -> d
         return {}
     by_key: dict[int, list[Record]] = {}
     for found in valid.where(F.col(KEY).isin(keys)).orderBy(KEY, "seq").collect():
-        by_key.setdefault(int(found[KEY]), []).append(cast(Record, tuple(found[c] for c in columns(MECHANISM))))
-    reference = registry.get(MECHANISM).make_reference
+        by_key.setdefault(int(found[KEY]), []).append(cast(Record, tuple(found[c] for c in LOG.columns)))
     saved: dict[str, str] = {}
     for row in failing:
         if row["divergence_step"] is None:
@@ -381,9 +380,9 @@ def save_traces(valid: DataFrame, failing: list[dict[str, Any]], out: Path) -> d
         if row["explained_by"]:
             variant = str(row["explained_by"]).split(",")[0]
             trace = record(model(part.config, variant), part.actions, engine="pipeline", seed=int(row["key"]),
-                           implementation=reference(part.config, variant) if reference is not None else None)
+                           implementation=KeySharedReference(part.config, variant))
         else:
-            current = model(part.config, registry.get(MECHANISM).current)
+            current = model(part.config, CURRENT)
             step = int(row["divergence_step"])
             try:
                 trace = record(current, part.actions[:step], engine="pipeline", seed=int(row["key"]),
