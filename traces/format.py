@@ -292,7 +292,7 @@ def from_json(doc: Any, source: str) -> Trace:
         state_vars = {k: _decoded(raw[k], f"{at}: {k}") for k in declared if k not in RESERVED}
         steps.append(TraceStep(action, state_vars, _decoded(observation, f"{at}: {OBSERVATION}"), tuple(violations)))
     parameters = {k: _parameter(v, f"{where}.config.{k}") for k, v in config.items()}
-    problem = config_problem(mechanism, parameters)
+    problem = config_problem(parameters)
     if problem is not None:
         raise TraceError(f"{where}.{problem}")
     return Trace(

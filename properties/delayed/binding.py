@@ -398,6 +398,7 @@ MECHANISM = Mechanism(
     name="delayed",
     spec=SPEC,
     log=event_log,
+    limits={"lookahead": (0, 10_000), "round_size": (1, 10_000)},
     make_model=lambda config, variant: DelayedModel(config, variant),
     make_reference=lambda config, variant: DelayedReference(config, variant),
     current="current",

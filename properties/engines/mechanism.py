@@ -17,6 +17,7 @@ from models.core import Json, Model, Param
 from properties.engines.bmc import ProofResult
 from properties.engines.eventlog import EventLog
 from properties.engines.lockstep import ImplementationFactory
+from traces.limits import Bounds
 
 Vars = Mapping[str, Json]
 Predicate = Callable[[Mapping[str, Param], Vars], bool]
@@ -154,6 +155,10 @@ class Mechanism:
     log: Callable[[], EventLog] | None = None
     """Its event log for the Spark pipeline (`simulate`, `pipeline check`, `bench --pipeline`), loaded when first
     asked for (it imports Spark and Arrow); None: the pipeline does not cover the mechanism."""
+    limits: Bounds = field(default_factory=dict)
+    """The configuration keys that size the work of a replay (a loop or an allocation), with the least and the
+    largest value a trace may carry: far above any configuration the checks use, low enough that replaying a trace
+    stays within seconds. Checked before the model of a trace is built (`traces.limits.config_problem`)."""
 
     @property
     def variants(self) -> tuple[str, ...]:

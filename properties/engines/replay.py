@@ -17,6 +17,7 @@ from models.core import Action, ActionNotEnabled, Json, Model
 from properties.engines.lockstep import DIVERGENCE, Implementation, Lockstep, StepOutcome, same_json, to_text
 from properties.engines.mechanism import Mechanism
 from traces.format import INIT, Trace, TraceError, TraceStep, normalise
+from traces.limits import config_problem
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,11 @@ def record(
 
 
 def model_for(mechanism: Mechanism, trace: Trace, source: str, variant: str | None = None) -> Model[Any]:
-    """The model the trace was recorded on (or `variant` of it); a `TraceError` if it does not exist."""
+    """The model the trace was recorded on (or `variant` of it); a `TraceError` if it does not exist, or if the
+    configuration is beyond the mechanism's `limits` (it would size a replay past seconds)."""
+    problem = config_problem(trace.config, mechanism.limits)
+    if problem is not None:
+        raise TraceError(f"{source}: #meta.brokerspec.{problem}")
     try:
         return mechanism.make_model(trace.config, variant or trace.variant)
     except (ValueError, KeyError, TypeError, ArithmeticError) as exc:

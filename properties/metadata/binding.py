@@ -519,6 +519,8 @@ def bench(_folder: Path) -> dict[str, object]:
 MECHANISM = Mechanism(
     name="metadata",
     spec="docs/spec/metadata.md",
+    limits={"workers": (1, 64), "clients": (0, 16), "max_ops": (0, 1_000), "max_operations": (0, 10**6),
+            "max_delay_ms": (0, 10**6)},
     make_model=make_model,
     make_reference=lambda config, variant: MetadataReference(config, variant),
     current=CURRENT,

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import itf_py
 import pytest
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
+from properties import registry
 from properties.cli.promote import promote
+from properties.engines import replay as engine
 from properties.engines.lockstep import Lockstep
 from properties.engines.replay import record
 from properties.engines.shrink import failure_oracle, shrink
@@ -233,3 +236,16 @@ def test_shrinking_by_choices_drops_a_step_that_later_parameters_depend_on() -> 
     run = [Action.of("tick"), Action.of("arm", at=3), Action.of("tick"), Action.of("arm", at=4)]
     assert len(shrink(run, fails)) == 4  # by values, no step can go: each `arm(at)` needs its ticks
     assert shrink(run, fails, model=Timers()) == (Action.of("arm", at=2), Action.of("tick"), Action.of("arm", at=3))
+
+
+def test_a_configuration_beyond_the_mechanisms_limits_is_refused_before_its_model_is_built() -> None:
+    """`Mechanism.limits` is what refuses it: the same trace with the bound lifted builds its model."""
+    path = sorted((Path(__file__).resolve().parents[2] / "traces/corpus/keyshared").glob("*.json"))[0]
+    trace = tf.load(path)
+    huge = replace(trace, config={**trace.config, "max_consumers": 17})
+    refused = r"#meta\.brokerspec\.config\.max_consumers: 17 is out of bounds \(0 to 16\)"
+    with pytest.raises(tf.TraceError, match=refused):
+        registry.validate(huge, str(path))
+    keyshared = registry.get("keyshared")
+    unbounded = replace(keyshared, limits={k: v for k, v in keyshared.limits.items() if k != "max_consumers"})
+    assert engine.model_for(unbounded, huge, str(path)).config["max_consumers"] == 17
