@@ -3,7 +3,9 @@
 A person should see a counterexample, not read its JSON. Actors are derived generically from the
 state variables, so every mechanism gets lanes without code of its own: each key of a dict-valued
 variable (threads, principals, paths) and each element of a list of records or tuples (pools,
-connections, holders, buckets) is one lane; scalar variables share the `global` lane. Each step
+connections, holders, buckets) is one lane; scalar variables share the `global` lane. A binding may
+refine that with hints (`Mechanism.lanes`): elements named by their first items, or gathered under
+the actor one of their items names. Each step
 shows its action and parameters, the fields that changed, and the failing invariant is
 highlighted with its description, the model's explanation and the values that changed there.
 The page needs no network and no JavaScript; every piece of trace text is escaped.
@@ -19,30 +21,14 @@ from html import escape
 from typing import Any
 
 from models.core import ActionNotEnabled, Json
+from properties.engines.mechanism import Lanes
 from properties.engines.replay import STUCK_KINDS
-from properties.registry import mechanism_for, model_for
+from properties.registry import mechanism_for, mechanisms, model_for
 from traces.format import Trace, TraceError
 
 GLOBAL = "global"
 _ID_FIELDS = ("name", "key", "id", "principal", "thread", "path")
 """Record fields that name an element of a list, in preference order (else its index)."""
-
-_TUPLE_ID: Mapping[tuple[str, str], int] = {("delayed", "buckets"): 1, ("delayed", "deliver_at"): 2}
-"""Per-mechanism hints: list variables whose tuple elements are identified by their first n items
-(a delayed bucket by its start, a delayed message by ledger and entry) rather than by position."""
-
-_ACTOR_OF: Mapping[tuple[str, str], tuple[str, int]] = {
-    ("keyshared", "consumers"): ("consumer", 0),
-    ("keyshared", "pending"): ("consumer", 0),
-    ("keyshared", "held"): ("consumer", 0),
-    ("keyshared", "recently_joined"): ("consumer", 0),
-    ("keyshared", "ring"): ("consumer", 2),
-    ("keyshared", "draining"): ("hash", 0),
-    ("keyshared", "replay"): ("hash", 1),
-}
-"""Per-mechanism hints: list variables whose tuple elements belong to an actor named by one of their
-items, so one lane gathers all of it (a Key_Shared consumer's permits, pending acks and ring ranges;
-a sticky hash's draining entry and queued replays) instead of one lane per variable."""
 
 _LANE_H, _LABEL_W, _STEP_W, _HEAD_H = 26, 230, 170, 54
 _CELL_CHARS = 23
@@ -79,8 +65,14 @@ def _actor_vars(trace: Trace) -> set[str]:
     return out
 
 
-def _element_id(mechanism: str, var: str, index: int, element: Json) -> str:
-    width = _TUPLE_ID.get((mechanism, var))
+def _hints(trace: Trace) -> Lanes:
+    """The lane hints of the trace's mechanism (none for a name the registry does not know)."""
+    mechanism = mechanisms().get(trace.mechanism)
+    return mechanism.lanes if mechanism is not None else Lanes()
+
+
+def _element_id(hints: Lanes, var: str, index: int, element: Json) -> str:
+    width = hints.tuple_id.get(var)
     if width is not None and isinstance(element, list | tuple):
         return ":".join(str(v) for v in element[:width])
     if isinstance(element, dict):
@@ -125,6 +117,7 @@ def actors_of(trace: Trace, state: Mapping[str, Json], actor_vars: set[str]) -> 
     """The state split into lanes: `var[id]` for each actor, `global` for the scalar variables, and one lane per
     thread (with the locks it holds) for a lock-level scope."""
     lanes: dict[str, Json] = _thread_lanes(state)
+    hints = _hints(trace)
     drawn = ("threads", "locks") if lanes else ()
     scalars: dict[str, Json] = {}
     for name in sorted(state):
@@ -136,11 +129,11 @@ def actors_of(trace: Trace, state: Mapping[str, Json], actor_vars: set[str]) -> 
         elif isinstance(value, dict):
             for key, item in value.items():
                 lanes[f"{name}[{key}]"] = item
-        elif (trace.mechanism, name) in _ACTOR_OF and isinstance(value, list | tuple):
-            _gather(lanes, name, value, *_ACTOR_OF[trace.mechanism, name])
+        elif name in hints.actor_of and isinstance(value, list | tuple):
+            _gather(lanes, name, value, *hints.actor_of[name])
         elif isinstance(value, list | tuple):
             for index, item in enumerate(value):
-                lane = f"{name}[{_element_id(trace.mechanism, name, index, item)}]"
+                lane = f"{name}[{_element_id(hints, name, index, item)}]"
                 lanes[lane if lane not in lanes else f"{name}[{index}]"] = item
     if scalars:
         lanes = {GLOBAL: scalars, **lanes}

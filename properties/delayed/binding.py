@@ -38,7 +38,7 @@ from properties.delayed import proofs as delayed_z3
 from properties.delayed import protocol as delayed_protocol
 from properties.delayed.guards import GUARDS
 from properties.engines.eventlog import EventLog
-from properties.engines.mechanism import Mechanism, Property
+from properties.engines.mechanism import Lanes, Mechanism, Property
 from reference_impl.delayed import (
     DispatcherModel,
     InMemoryDelayedDeliveryTracker,
@@ -398,6 +398,7 @@ MECHANISM = Mechanism(
     name="delayed",
     spec=SPEC,
     log=event_log,
+    lanes=Lanes(tuple_id={"buckets": 1, "deliver_at": 2}),  # a bucket by its start, a message by ledger and entry
     limits={"lookahead": (0, 10_000), "round_size": (1, 10_000)},
     make_model=lambda config, variant: DelayedModel(config, variant),
     make_reference=lambda config, variant: DelayedReference(config, variant),

@@ -93,6 +93,18 @@ class Property:
 
 
 @dataclass(frozen=True)
+class Lanes:
+    """Hints for `brokerspec report`, which draws a trace with one lane per actor derived from the variables."""
+
+    tuple_id: Mapping[str, int] = field(default_factory=dict)
+    """List variables whose tuple elements are identified by their first n items (e.g. a bucket by its start)
+    rather than by position."""
+    actor_of: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    """List variables whose tuple elements belong to an actor named by one of their items, as (actor, item index):
+    one lane gathers all of an actor's elements instead of one lane per variable."""
+
+
+@dataclass(frozen=True)
 class Mechanism:
     """Everything the engines need to check one mechanism.
 
@@ -159,6 +171,8 @@ class Mechanism:
     """The configuration keys that size the work of a replay (a loop or an allocation), with the least and the
     largest value a trace may carry: far above any configuration the checks use, low enough that replaying a trace
     stays within seconds. Checked before the model of a trace is built (`traces.limits.config_problem`)."""
+    lanes: Lanes = field(default_factory=Lanes)
+    """How `brokerspec report` gathers its variables into actor lanes, beyond the generic rule."""
 
     @property
     def variants(self) -> tuple[str, ...]:
