@@ -8,13 +8,17 @@ hides a dependency from the reader, not from the design. The floors, bottom to t
     properties.engines            the engines: models.core, traces; never a mechanism by name
     properties.<mechanism>        one mechanism's binding: engines, its own model and reference
     properties.registry           the mechanisms by name
-    properties.pipeline           the Spark pipeline over event logs
-    properties.cli                the command line: imports anything, imported by nothing
+    properties.pipeline           the Spark pipeline over event logs: any mechanism's, through the registry
+    properties.cli                the command line: imports any floor but the mechanisms', imported by nothing
+
+The pipeline, the command line and the trace format name no mechanism in code, and no module imports another
+module's underscore names.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,8 +88,8 @@ ALLOWED: dict[str, set[str]] = {
     "engines": {"engines", "traces", "models"},
     "mechanism": {"mechanism", "engines", "traces", "models", "reference_impl"},
     "registry": {"registry", "mechanism", "engines", "traces", "models"},
-    "pipeline": {"pipeline", "registry", "mechanism", "engines", "traces", "models", "reference_impl"},
-    "cli": set(FLOORS),
+    "pipeline": {"pipeline", "registry", "engines", "traces", "models"},
+    "cli": set(FLOORS) - {"mechanism", "reference_impl"},
 }
 
 
@@ -136,3 +140,68 @@ def test_no_engine_names_a_mechanism() -> None:
 
 def test_no_circle_anywhere() -> None:
     assert list(nx.simple_cycles(GRAPH)) == []
+
+
+UPPER = ("properties.pipeline", "properties.cli", "traces")
+"""The floors above the mechanisms (and the trace format below them) that must work for any mechanism."""
+NAMED = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(MECHANISMS) + r")(?![A-Za-z0-9])")
+"""A mechanism's name as a word of code: `keyshared_check` and `"delayed"` match, Spark's `_metadata` does not."""
+
+
+def _upper(module: str) -> bool:
+    return any(module == prefix or module.startswith(prefix + ".") for prefix in UPPER)
+
+
+def test_the_upper_floors_import_no_mechanism() -> None:
+    """The pipeline, the command line and the trace format reach a mechanism through the registry only."""
+    reaching = [f"{a} -> {b}" for a, b in GRAPH.edges if _upper(a)
+                and (b.startswith("reference_impl") or (b.startswith("models.") and b != "models.core")
+                     or _floor(b) == "mechanism")]
+    assert reaching == []
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the string constants that are docstrings (of a module, class or function, or an attribute's)."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for index, statement in enumerate(body):
+            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+                    and isinstance(statement.value.value, str) and (index == 0 or isinstance(
+                        body[index - 1], ast.Assign | ast.AnnAssign)):
+                found.add(id(statement.value))
+    return found
+
+
+def _named(source: str) -> list[str]:
+    """Every place the code (not a docstring or a comment) names a mechanism: strings, names and attributes."""
+    tree = ast.parse(source)
+    docstrings = _docstrings(tree)
+    words: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words.append((node.lineno, node.value))
+        elif isinstance(node, ast.Name):
+            words.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute):
+            words.append((node.lineno, node.attr))
+        elif isinstance(node, ast.alias):
+            words.append((node.lineno, node.asname or node.name))
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef | ast.arg):
+            words.append((node.lineno, node.name if not isinstance(node, ast.arg) else node.arg))
+    return [f"line {line}: {word!r}" for line, word in words if NAMED.search(word)]
+
+
+def test_the_upper_floors_name_no_mechanism_in_code() -> None:
+    """Adding a mechanism adds its folders and one line in the registry, and touches none of these."""
+    named = {module: found for module, path in _modules().items() if _upper(module)
+             and (found := _named(path.read_text(encoding="utf-8")))}
+    assert named == {}
+
+
+def test_a_mechanism_named_in_code_is_seen_and_a_docstring_is_not() -> None:
+    """The rule's twin: the reader finds the name in a string, an import and an identifier, not in a docstring."""
+    source = '"""About keyshared."""\nimport properties.keyshared\nX = "delayed"\nkeyshared_check = 1\n'
+    assert _named(source) == ["line 2: 'properties.keyshared'", "line 3: 'delayed'", "line 4: 'keyshared_check'"]

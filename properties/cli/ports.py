@@ -183,33 +183,36 @@ def add_verify_parser(sub: Any) -> None:
 
 
 PORT_TOUR_GOAL_S = 20.0
-"""Issue 35's goal: a Node port of the Key_Shared tracker scope tours its configuration within this, on one core."""
-NODE_TRACKER_PORT = Path(__file__).resolve().parents[2] / "tests" / "ports" / "node" / "tracker_port.js"
+"""Issue 35's goal: a bundled port (the Node port of the Key_Shared tracker scope) tours its configuration within
+this, on one core."""
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench_port_tour(mechanism: Mechanism) -> dict[str, object]:
-    """keyshared: the tour of the `tracker` explorer configuration through the Node port, harness and port pinned
-    to one core together (the goal's terms); other mechanisms bundle no port to time."""
-    if mechanism.name != "keyshared":
+    """The tour of the mechanism's bundled port (if it has one) over its explore configuration, harness and port
+    pinned to one core together (the goal's terms)."""
+    bundled = mechanism.bundled_port
+    if bundled is None:
         return {}
-    node = shutil.which("node")
-    if node is None or not NODE_TRACKER_PORT.is_file():
-        return {"port_tour_node_tracker": "not run: needs node and tests/ports/node/tracker_port.js"}
-    config = dict(mechanism.explore_configs["tracker"])
-    spec = PortSpec((node, str(NODE_TRACKER_PORT)), mechanism, mechanism.current, config)
+    figure = f"port_tour_{bundled.name}"
+    program, script = shutil.which(bundled.program), ROOT / bundled.script
+    if program is None or not script.is_file():
+        return {figure: f"not run: needs {bundled.program} and {bundled.script}"}
+    config = dict(mechanism.explore_configs[bundled.config])
+    spec = PortSpec((program, str(script)), mechanism, mechanism.current, config)
     pool = PortPool(spec)
     cores = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(cores)})  # the port inherits it: both share one core
     try:
-        part, failure = tour_on_port("tracker", lambda: mechanism.make_model(config, mechanism.current), spec, pool,
-                                     stop_at=time.monotonic() + 10 * PORT_TOUR_GOAL_S)
+        part, failure = tour_on_port(bundled.config, lambda: mechanism.make_model(config, mechanism.current), spec,
+                                     pool, stop_at=time.monotonic() + 10 * PORT_TOUR_GOAL_S)
     finally:
         pool.close()
         os.sched_setaffinity(0, cores)
     return {
-        "port_tour_node_tracker_s": round(part.elapsed_s, 2),
-        "port_tour_node_tracker_covered": f"{part.covered} of {part.transitions} transitions, {part.steps} steps",
-        "port_tour_node_tracker_steps_per_s": round(part.steps / part.elapsed_s) if part.elapsed_s else 0,
-        "port_tour_node_tracker_vs_goal": round(PORT_TOUR_GOAL_S / part.elapsed_s, 2) if part.elapsed_s else 0,
-        "port_tour_node_tracker_failure": "none" if failure is None else f"{failure.target}: {failure.detail}",
+        f"{figure}_s": round(part.elapsed_s, 2),
+        f"{figure}_covered": f"{part.covered} of {part.transitions} transitions, {part.steps} steps",
+        f"{figure}_steps_per_s": round(part.steps / part.elapsed_s) if part.elapsed_s else 0,
+        f"{figure}_vs_goal": round(PORT_TOUR_GOAL_S / part.elapsed_s, 2) if part.elapsed_s else 0,
+        f"{figure}_failure": "none" if failure is None else f"{failure.target}: {failure.detail}",
     }

@@ -105,6 +105,20 @@ class Lanes:
 
 
 @dataclass(frozen=True)
+class BundledPort:
+    """A port of the mechanism that ships with the project, whose tour `brokerspec bench` times."""
+
+    name: str
+    """Names the bench's figures (`port_tour_<name>_s`, ...)."""
+    program: str
+    """The interpreter it runs on, looked up on PATH (the bench says it did not run without it)."""
+    script: str
+    """The port's source, relative to the project's root."""
+    config: str
+    """The explore configuration it tours."""
+
+
+@dataclass(frozen=True)
 class Mechanism:
     """Everything the engines need to check one mechanism.
 
@@ -173,6 +187,8 @@ class Mechanism:
     stays within seconds. Checked before the model of a trace is built (`traces.limits.config_problem`)."""
     lanes: Lanes = field(default_factory=Lanes)
     """How `brokerspec report` gathers its variables into actor lanes, beyond the generic rule."""
+    bundled_port: BundledPort | None = None
+    """A port in another language that ships with the project (under `tests/ports/`), toured by the bench."""
 
     @property
     def variants(self) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ from models.keyshared.tracker import WIDE_EXPLORE_CONFIG as TRACKER_WIDE_EXPLORE
 from models.keyshared.tracker import KeySharedTrackerModel
 from properties.engines.eventlog import EventLog
 from properties.engines.lockstep import Implementation
-from properties.engines.mechanism import Lanes, Mechanism, Property
+from properties.engines.mechanism import BundledPort, Lanes, Mechanism, Property
 from properties.keyshared import coverage as keyshared_coverage
 from properties.keyshared import proofs as keyshared_z3
 from properties.keyshared import protocol as keyshared_protocol
@@ -161,6 +161,7 @@ MECHANISM = Mechanism(
     lanes=Lanes(actor_of={"consumers": ("consumer", 0), "pending": ("consumer", 0), "held": ("consumer", 0),
                           "recently_joined": ("consumer", 0), "ring": ("consumer", 2), "draining": ("hash", 0),
                           "replay": ("hash", 1)}),
+    bundled_port=BundledPort("node_tracker", "node", "tests/ports/node/tracker_port.js", "tracker"),
     limits={"points": (1, 1_000), "consumers": (0, 16), "max_consumers": (0, 16), "read_batch_size": (1, 1_000),
             "max_messages": (0, 500), "max_permits": (0, 1_000), "interleave": (0, 16), "max_batch_level": (0, 16),
             "range_max": (1, 2**31 - 1), "look_ahead_per_consumer": (0, 10**7),
