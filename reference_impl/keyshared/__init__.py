@@ -9,19 +9,13 @@ from .common import Consumer, ConsumerDrainingStats, IllegalStateError, Position
 from .dispatcher import (
     LEDGER_ID,
     VARIANTS,
-    ConsumerView,
     Delivery,
-    DispatcherView,
     DrainingRemoveHandler,
-    DrainingView,
     Interleave,
     KeySharedDispatcher,
     ReadOp,
     ReadResult,
     ReadType,
-    RecentlyJoinedConsumers,
-    RedeliveryMessages,
-    advance_last_sent_position,
 )
 from .draining import DrainingHashEntry, DrainingHashesTracker
 from .hashing import (
@@ -48,6 +42,7 @@ from .pending_acks import (
     PendingAcksOwner,
     PendingAcksRemoveHandler,
 )
+from .redelivery import RecentlyJoinedConsumers, RedeliveryMessages, advance_last_sent_position
 from .selector import (
     ConsistentHashingStickyKeyConsumerSelector,
     ConsumerHashAssignmentsSnapshot,
@@ -58,6 +53,7 @@ from .selector import (
     Range,
     UpdatedHashRanges,
 )
+from .views import ConsumerView, DispatcherView, DrainingView
 
 __all__ = [
     "DEFAULT_RANGE_MAX",

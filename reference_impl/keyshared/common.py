@@ -16,6 +16,11 @@ from .pending_acks import PendingAcksAddHandler, PendingAcksMap, PendingAcksRemo
 Position = tuple[int, int]
 
 
+def next_position(position: Position) -> Position:
+    """The entry after `position` in its ledger (upstream's `getNext` on a position of one ledger)."""
+    return (position[0], position[1] + 1)
+
+
 class IllegalStateError(RuntimeError):
     """Java's IllegalStateException."""
 

@@ -27,22 +27,23 @@ How a harness reads the state:
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .common import Consumer, IllegalStateError, Position
+from .common import Consumer, IllegalStateError, Position, next_position
 from .draining import DrainingHashesTracker
 from .locks import DISPATCHER_LOCK, LockTracer, traced
 from .pending_acks import PENDING_ACK_NOT_FOUND
+from .redelivery import RecentlyJoinedConsumers, RedeliveryMessages, advance_last_sent_position
 from .selector import (
     ConsistentHashingStickyKeyConsumerSelector,
     ImpactedConsumersResult,
     OperationType,
     UpdatedHashRanges,
 )
+from .views import ConsumerView, DispatcherView, DrainingView
 
 VARIANTS = ("pip379", "classic", "pip282")
 LEDGER_ID = 1
@@ -51,10 +52,6 @@ _INT_MAX = 2**31 - 1
 
 # interleave(stage, index): stage is "replay_filter" or "dispatch"; index >= 1 is the item about to run.
 Interleave = Callable[[str, int], None]
-
-
-def _next(position: Position) -> Position:
-    return (position[0], position[1] + 1)
 
 
 class ReadType(Enum):
@@ -88,177 +85,6 @@ class ReadResult:
     read_type: ReadType | None
     dispatched: dict[Consumer, list[Position]] = field(default_factory=dict)
     to_replay: tuple[Position, ...] = ()
-
-
-class RedeliveryMessages:
-    """The replay queue: sorted position -> sticky hash, None when the hash is unknown."""
-
-    def __init__(self) -> None:
-        self._messages: dict[Position, int | None] = {}
-        self._known_hashes: Counter[int] = Counter()
-
-    def add(self, ledger_id: int, entry_id: int, sticky_key_hash: int | None = None) -> bool:
-        """Add if absent (an existing entry keeps its hash, as upstream)."""
-        position = (ledger_id, entry_id)
-        if position in self._messages:
-            return False
-        self._messages[position] = sticky_key_hash
-        if sticky_key_hash is not None:
-            self._known_hashes[sticky_key_hash] += 1
-        return True
-
-    def remove(self, ledger_id: int, entry_id: int) -> bool:
-        position = (ledger_id, entry_id)
-        if position not in self._messages:
-            return False
-        sticky_key_hash = self._messages.pop(position)
-        if sticky_key_hash is not None:
-            self._known_hashes[sticky_key_hash] -= 1
-            if not self._known_hashes[sticky_key_hash]:
-                del self._known_hashes[sticky_key_hash]
-        return True
-
-    def remove_all_up_to(self, ledger_id: int, entry_id: int) -> None:
-        for position in [p for p in self._messages if p <= (ledger_id, entry_id)]:
-            self.remove(*position)
-
-    def contains(self, ledger_id: int, entry_id: int) -> bool:
-        return (ledger_id, entry_id) in self._messages
-
-    def contains_sticky_key_hash(self, sticky_key_hash: int) -> bool:
-        """Only known hashes count (positions re-added by a redelivery request have none)."""
-        return sticky_key_hash in self._known_hashes
-
-    def get_hash(self, ledger_id: int, entry_id: int) -> int | None:
-        return self._messages.get((ledger_id, entry_id))
-
-    def first(self) -> Position | None:
-        return min(self._messages) if self._messages else None
-
-    def size(self) -> int:
-        return len(self._messages)
-
-    def clear(self) -> None:
-        self._messages.clear()
-        self._known_hashes.clear()
-
-    def items(self) -> list[tuple[Position, int | None]]:
-        """Harness view: `(position, hash or None)` in ascending order."""
-        return sorted(self._messages.items())
-
-    def get_messages_to_replay_now(self, max_messages: int, accept: Callable[[Position], bool]) -> list[Position]:
-        """Walk the queue in ascending order, collecting up to `max_messages` accepted positions."""
-        collected: list[Position] = []
-        for position in sorted(self._messages):
-            if len(collected) >= max_messages:
-                break
-            if accept(position):
-                collected.append(position)
-        return collected
-
-
-class RecentlyJoinedConsumers:
-    """Insertion-ordered consumer -> join position, kept sorted by position (classic, pip282)."""
-
-    def __init__(self) -> None:
-        self._entries: list[tuple[Consumer, Position]] = []
-        self.sort_count = 0
-
-    def put(self, consumer: Consumer, position: Position) -> None:
-        for index, (existing, _) in enumerate(self._entries):
-            if existing is consumer:
-                self._entries[index] = (consumer, position)
-                break
-        else:
-            self._entries.append((consumer, position))
-        if len(self._entries) > 1 and self._entries[-2][1] > self._entries[-1][1]:
-            self._entries.sort(key=lambda item: item[1])
-            self.sort_count += 1
-
-    def get(self, consumer: Consumer) -> Position | None:
-        return next((position for existing, position in self._entries if existing is consumer), None)
-
-    def remove(self, consumer: Consumer) -> None:
-        self._entries = [item for item in self._entries if item[0] is not consumer]
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-    def head(self) -> Position | None:
-        return self._entries[0][1] if self._entries else None
-
-    def remove_head_while_at_most(self, bound: Position) -> bool:
-        """Prune from the head while the join position is <= bound; True if anything was pruned."""
-        pruned = 0
-        while pruned < len(self._entries) and self._entries[pruned][1] <= bound:
-            pruned += 1
-        del self._entries[:pruned]
-        return pruned > 0
-
-    def __contains__(self, consumer: object) -> bool:
-        return any(existing is consumer for existing, _ in self._entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def items(self) -> list[tuple[Consumer, Position]]:
-        return list(self._entries)
-
-
-def advance_last_sent_position(
-    last_sent: Position, individually_sent: set[Position], sent: list[Position], mark_delete: Position
-) -> tuple[Position, set[Position]]:
-    """PIP-282 bookkeeping after a pass: record sent positions above `last_sent`, then advance it
-    while the next position was sent or is <= mark-delete; keep only positions above it."""
-    pending = individually_sent | {p for p in sent if p > last_sent}
-    while _next(last_sent) in pending or _next(last_sent) <= mark_delete:
-        last_sent = _next(last_sent)
-    return last_sent, {p for p in pending if p > last_sent}
-
-
-@dataclass(frozen=True)
-class ConsumerView:
-    name: str
-    consumer_id: int
-    connected: bool
-    permits: int
-    available_permits: int
-    received: tuple[Position, ...]
-    pending_acks: tuple[tuple[Position, int], ...]  # (position, hash), ascending
-
-
-@dataclass(frozen=True)
-class DrainingView:
-    hash: int
-    consumer_id: int
-    ref_count: int
-    blocked_count: int
-
-
-@dataclass(frozen=True)
-class DispatcherView:
-    """Identity-free snapshot of everything a harness compares or checks (consumers by id)."""
-
-    variant: str
-    consumers: tuple[ConsumerView, ...]
-    read_position: Position
-    mark_delete_position: Position
-    individually_acked: tuple[Position, ...]
-    replay_queue: tuple[tuple[Position, int | None], ...]
-    draining_hashes: tuple[DrainingView, ...]
-    ring_ranges: tuple[tuple[int, int, int], ...]  # (start, end, consumer_id)
-    recently_joined: tuple[tuple[int, Position], ...]
-    last_sent_position: Position | None
-    individually_sent_positions: tuple[Position, ...]
-    scheduled_read: bool
-    skip_next_replay_to_trigger_look_ahead: bool
-    is_dispatcher_stuck_on_replays: bool
-    min_replayed_position: Position | None
-    have_pending_read: bool
-    have_pending_replay_read: bool
-    should_rewind_before_reading_or_replaying: bool
-    unblock_calls: tuple[int, ...]
-    delivery_count: int
 
 
 class _DrainingAddHandler:
@@ -454,7 +280,7 @@ class KeySharedDispatcher:
                     # Upstream: the in-flight read is discarded and the rewind happens when it completes.
                     self.should_rewind_before_reading_or_replaying = True
                 else:
-                    self.read_position = _next(self.mark_delete_position)
+                    self.read_position = next_position(self.mark_delete_position)
                 self.replay_queue.clear()
             consumer.pending_acks.lock_tracer = self.lock_tracer
             if self.tracker is not None:
@@ -586,8 +412,8 @@ class KeySharedDispatcher:
             return
         self.individually_acked.add(position)
         mark_delete = self.mark_delete_position
-        while _next(mark_delete) in self.individually_acked:
-            mark_delete = _next(mark_delete)
+        while next_position(mark_delete) in self.individually_acked:
+            mark_delete = next_position(mark_delete)
             self.individually_acked.discard(mark_delete)
         if mark_delete == self.mark_delete_position:
             return
@@ -600,7 +426,7 @@ class KeySharedDispatcher:
         releases draining ref counts) and runs the variant's mark-delete hook."""
         mark_delete = self.mark_delete_position
         # Upstream's cursor moves the read position forward if mark-delete passed it.
-        self.read_position = max(self.read_position, _next(mark_delete))
+        self.read_position = max(self.read_position, next_position(mark_delete))
         for existing in self.consumers:
             existing.pending_acks.remove_all_up_to(*mark_delete)
         with traced(self.lock_tracer, DISPATCHER_LOCK):
@@ -699,7 +525,7 @@ class KeySharedDispatcher:
         if self.recently_joined is None:
             return False
         mark_delete = self.mark_delete_position
-        bound = _next(mark_delete) if self.variant == "classic" else mark_delete
+        bound = next_position(mark_delete) if self.variant == "classic" else mark_delete
         pruned = self.recently_joined.remove_head_while_at_most(bound)
         if pruned:
             # Upstream calls readMoreEntries() after pruning, at the lookup and in the mark-delete hook.
@@ -874,7 +700,7 @@ class KeySharedDispatcher:
                 positions.append(position)
             entry_id += 1
         if positions:
-            self.read_position = _next(positions[-1])
+            self.read_position = next_position(positions[-1])
         return positions
 
     def complete_read(self, op: ReadOp, interleave: Interleave | None = None) -> ReadResult:
@@ -892,11 +718,11 @@ class KeySharedDispatcher:
                 # The first consumer joined while this read was in flight: drop it, then rewind.
                 if not (self.have_pending_read or self.have_pending_replay_read):
                     self.should_rewind_before_reading_or_replaying = False
-                    self.read_position = _next(self.mark_delete_position)
+                    self.read_position = next_position(self.mark_delete_position)
                 return ReadResult(op.read_type)
             if not self.consumers:
                 if op.read_type is ReadType.NORMAL:
-                    self.read_position = _next(self.mark_delete_position)
+                    self.read_position = next_position(self.mark_delete_position)
                 return ReadResult(op.read_type)
             first = self.replay_queue.first()
             if first is not None and self.min_replayed_position is not None and first < self.min_replayed_position:
