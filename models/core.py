@@ -99,13 +99,15 @@ class Model(Protocol[S]):
     `vars` projects a state onto the model's variables, the same projection ports report.
     `action_names` lists every action name the model knows, whatever the state.
 
-    A model whose configuration has values it treats alike (two principals, say) may also define
+    Two members are optional, and a model without them sets them to None. `terminal_ok(state)` says which
+    states without enabled actions are legitimate ends (every thread done) rather than deadlocks. A model
+    whose configuration has values it treats alike (two principals, say) may define
     `symmetric_key(state) -> Hashable`: the key of a canonical member of the state's orbit under the
     permutations of those values, so that `explore(..., symmetry=True)` keeps one state per orbit (as
     TLC's SYMMETRY). Only where nothing depends on which value is which: no ordering, comparison or
     hashing by them, fresh ones allocated by a counter, every action offered alike for each, every
     invariant and liveness goal alike on an orbit (`properties.engines.explorer.symmetry_error` checks
-    this on the reachable states). Models without such values leave it undefined.
+    this on the reachable states).
     """
 
     mechanism: str
@@ -125,6 +127,12 @@ class Model(Protocol[S]):
 
     def vars(self, state: S) -> dict[str, Json]: ...
 
+    @property
+    def terminal_ok(self) -> Callable[[S], bool] | None: ...
+
+    @property
+    def symmetric_key(self) -> Callable[[S], Hashable] | None: ...
+
 
 class ModelWrapper(Generic[S]):
     """A model that passes everything to `inner`: subclasses change one method to watch or restrict it
@@ -136,6 +144,8 @@ class ModelWrapper(Generic[S]):
         self.action_names: Sequence[str] = inner.action_names
         self.invariants: Sequence[Invariant[S]] = inner.invariants
         self.liveness: Sequence[Liveness[S]] = inner.liveness
+        self.terminal_ok: Callable[[S], bool] | None = inner.terminal_ok
+        self.symmetric_key: Callable[[S], Hashable] | None = inner.symmetric_key
 
     def initial(self) -> S:
         return self.inner.initial()

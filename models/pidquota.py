@@ -54,7 +54,7 @@ times; observes the principals removed) and ``cleanup()`` (observes the principa
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from functools import lru_cache, partial
 from itertools import pairwise, permutations
 from typing import NamedTuple
@@ -205,6 +205,10 @@ class PidQuotaModel:
     """The perfect cache for one variant: `current` re-adds PIDs not seen recently, `no_readd` never does."""
 
     mechanism = "pidquota"
+    terminal_ok = None
+    """A state without an enabled action is a deadlock (`Model.terminal_ok`)."""
+    symmetric_key: Callable[[PQState], Hashable] | None = None
+    """Set where the principals are alike (see `__init__`)."""
     action_names: Sequence[str] = ACTION_NAMES
     liveness: Sequence[Liveness[PQState]] = ()
 

@@ -38,7 +38,7 @@ QUICK = settings(SETTINGS, max_examples=50)
 
 
 def _explore(mechanism: Mechanism, model: Model[Any]) -> Coverage:
-    result = explore(model, terminal_ok=getattr(model, "terminal_ok", None))
+    result = explore(model, terminal_ok=model.terminal_ok)
     assert result.complete
     return from_exploration(mechanism, model, result)
 

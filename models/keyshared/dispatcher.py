@@ -107,6 +107,9 @@ class KeySharedModel:
     """The Key_Shared dispatcher of one variant, with the harness's client record; see the module doc."""
 
     mechanism = "keyshared"
+    terminal_ok = symmetric_key = None
+    """Neither optional member of `Model`: a state without an enabled action is a deadlock, and no values are
+    alike."""
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "pip379") -> None:
         self.variant = variant

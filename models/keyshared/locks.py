@@ -694,6 +694,8 @@ class KeySharedLocksModel:
     steps."""
 
     mechanism = "keyshared"
+    symmetric_key = None
+    """No values are alike (`Model.symmetric_key`)."""
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "pip379") -> None:
         self.variant = variant

@@ -319,6 +319,8 @@ class KeySharedTrackerModel:
     """The tracker scope of keyshared, for one variant (they all behave alike here)."""
 
     mechanism = "keyshared"
+    symmetric_key = None
+    """No values are alike (`Model.symmetric_key`)."""
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "pip379") -> None:
         self.variant = variant

@@ -346,6 +346,8 @@ class SemaphoreLocksModel:
     """Two caller threads and the executor on one AsyncSemaphoreImpl; every interleaving of its scheduling points."""
 
     mechanism = "topiclist"
+    symmetric_key = None
+    """No values are alike (`Model.symmetric_key`)."""
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "current") -> None:
         self.variant = variant

@@ -96,12 +96,12 @@ def bench_symmetry(mechanism: Mechanism) -> dict[str, object]:
     variant and every twin find the same verdicts at the same shortest lengths up to symmetry."""
     out: dict[str, object] = {}
     for name, config in mechanism.explore_configs.items():
-        if getattr(mechanism.make_model(config, mechanism.current), "symmetric_key", None) is None:
+        if mechanism.make_model(config, mechanism.current).symmetric_key is None:
             continue
         verdicts = []
         for variant in (mechanism.current, *mechanism.twins):
             model = mechanism.make_model(config, variant)
-            terminal_ok = getattr(model, "terminal_ok", None)
+            terminal_ok = model.terminal_ok
             plain = explore(model, max_states=2_000_000, terminal_ok=terminal_ok)
             reduced = explore(model, max_states=2_000_000, terminal_ok=terminal_ok, symmetry=True)
             if variant == mechanism.current:
@@ -120,7 +120,7 @@ REDUCTION_MAX_STATES = 1_500_000
 def _search(model: Model[Any]) -> tuple[Exploration[Any], str]:
     """A search of `model` and its figure: "N states in S s", or "over N states in S s" where it stopped."""
     result = explore(model, check_liveness=False, max_states=REDUCTION_MAX_STATES,
-                     terminal_ok=getattr(model, "terminal_ok", None))
+                     terminal_ok=model.terminal_ok)
     over = "" if result.complete else "over "
     return result, f"{over}{len(result.states):,} states in {result.elapsed_s:.1f} s"
 

@@ -118,7 +118,7 @@ def run_conformance(
     say(f"  conformance {label}: every transition on the reference"
         + (f", at most {max_steps} steps" if max_steps is not None else ""))
     return conform(lambda: mechanism.make_model(config, variant), lambda: make_reference(model.config, variant),
-                   max_states=max_states, max_steps=max_steps, terminal_ok=getattr(model, "terminal_ok", None),
+                   max_states=max_states, max_steps=max_steps, terminal_ok=model.terminal_ok,
                    workers=workers, progress=lambda line: say(f"  conformance {label}: {line}"),
                    known=frozenset(mechanism.findings.get(config_name, {})), planned=planned)
 

@@ -231,7 +231,7 @@ class _Search(Generic[S]):
         self.started = time.perf_counter()
         self.next_report = self.started + PROGRESS_EVERY_S
         self.model = model
-        canonical: Callable[[S], Hashable] | None = getattr(model, "symmetric_key", None) if symmetry else None
+        canonical: Callable[[S], Hashable] | None = model.symmetric_key if symmetry else None
         self.symmetry = canonical is not None
         self.key: Callable[[S], Hashable] = canonical if canonical is not None else model.key
         self.same_verdicts = _verdict_check(model) if canonical is not None else None
@@ -739,7 +739,7 @@ def symmetry_error(model: Model[S]) -> str | None:
     and the orbits of their successors: the orbits then form a bisimulation, so a search up to
     symmetry finds the same verdicts at the same shortest depths. Checked on the full search.
     """
-    canonical: Callable[[S], Hashable] | None = getattr(model, "symmetric_key", None)
+    canonical: Callable[[S], Hashable] | None = model.symmetric_key
     if canonical is None:
         raise ValueError(f"{model.mechanism} declares no symmetry in this configuration")
     result = explore(model, check_liveness=False, check_deadlock=False)

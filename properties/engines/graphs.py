@@ -50,7 +50,7 @@ def search(
     def report(where: Progress) -> None:
         say(f"  explore {label}: {where.line()}")
 
-    result = explore(model, max_states=max_states, progress=report, terminal_ok=getattr(model, "terminal_ok", None),
+    result = explore(model, max_states=max_states, progress=report, terminal_ok=model.terminal_ok,
                      record_labels=record_labels, symmetry=symmetry, workers=workers)
     if unreduced is not None:
         _shortest(result, unreduced, lambda line: say(f"  explore {label}: {line}"))

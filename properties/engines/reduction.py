@@ -57,6 +57,9 @@ def conflict(a: Footprint, b: Footprint) -> bool:
 class _Wrapped(Generic[S]):
     """What both reductions pass through unchanged."""
 
+    symmetric_key = None
+    """A reduced search keeps no orbits: a reduction and a symmetry are never combined."""
+
     def __init__(self, inner: Model[Any]) -> None:
         self.inner = inner
         self.mechanism, self.variant = inner.mechanism, inner.variant
@@ -79,7 +82,7 @@ class PartialOrder(_Wrapped[S]):
         self.declared: Threaded[S] = inner  # type: ignore[assignment]
         self.invariants: Sequence[Invariant[S]] = inner.invariants
         self.liveness: Sequence[Liveness[S]] = ()  # a reduced graph keeps safety, not AG EF
-        self.terminal_ok: Callable[[S], bool] | None = getattr(inner, "terminal_ok", None)
+        self.terminal_ok: Callable[[S], bool] | None = inner.terminal_ok
         self.position: Callable[[S, str], Hashable] | None = getattr(inner, "position", None)
         """Where a thread is, where the model declares it: what its footprint and futures depend on, so the
         threads' positions, the locks they hold and which are enabled decide the persistent set (memoized)."""
@@ -178,7 +181,7 @@ class PreemptionBounded(_Wrapped[Bounded]):
         self.invariants: Sequence[Invariant[Bounded]] = tuple(
             Invariant(i.name, _on_inner(i.holds), i.description) for i in inner.invariants)
         self.liveness: Sequence[Liveness[Bounded]] = ()
-        inner_ok: Callable[[Any], bool] | None = getattr(inner, "terminal_ok", None)
+        inner_ok = inner.terminal_ok
         self.terminal_ok: Callable[[Bounded], bool] | None = None if inner_ok is None else _on_inner(inner_ok)
 
     def initial(self) -> Bounded:

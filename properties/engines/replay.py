@@ -47,7 +47,7 @@ def stuck_detail(model: Model[Any], state: Any, kind: str, name: str) -> str | N
     no good state of the property `name` by any path, which a search from `state` decides.
     """
     if kind == "deadlock":
-        terminal_ok = getattr(model, "terminal_ok", None)
+        terminal_ok = model.terminal_ok
         if model.enabled(state) or (terminal_ok is not None and terminal_ok(state)):
             return None
         return "no action is enabled"

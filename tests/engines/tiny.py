@@ -28,6 +28,9 @@ class Counter(NamedTuple):
 
 class CounterModel:
     mechanism = "tiny"
+    terminal_ok = symmetric_key = None
+    """Neither optional member of `Model`: a state without an enabled action is a deadlock, and no values are
+    alike."""
     action_names: Sequence[str] = NAMES
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "fixed") -> None:
