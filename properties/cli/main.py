@@ -17,7 +17,7 @@ from typing import Any
 
 from models.core import Model
 from properties import registry
-from properties.cli.check import cmd_check, cmd_explore, cmd_prove
+from properties.cli.check import cmd_check, cmd_explore, cmd_prove, judge
 from properties.cli.common import (
     DIVERGED,
     INFRA,
@@ -235,7 +235,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_pipeline_check(args: argparse.Namespace) -> int:
-    from properties.pipeline.check import SparkUnavailable, check
+    from properties.pipeline.check import SparkUnavailable, check, result
     from properties.pipeline.schema import spec
 
     try:
@@ -250,12 +250,11 @@ def cmd_pipeline_check(args: argparse.Namespace) -> int:
     except SparkUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return INFRA
+    ran = result(summary)
     if args.json:
         print(json.dumps(summary, indent=1, sort_keys=True))
     else:
-        print(f"{args.mechanism}: {summary['records']} records, {summary['checked']} checked, "
-              f"{summary['quarantined']} quarantined, {summary['partitions']} partitions, "
-              f"{len(summary['violating_partitions'])} violating: {summary['violating_partitions']}")
+        print(ran.detail)
         for key, path in summary["traces"].items():
             print(f"  partition {key}: reproduce: brokerspec replay {path}")
         for key, why in summary["incomplete_partitions"].items():
@@ -264,7 +263,7 @@ def cmd_pipeline_check(args: argparse.Namespace) -> int:
     if summary["unusable"]:
         print(f"error: pipeline check: {summary['unusable']}", file=sys.stderr)
         return USAGE
-    return VIOLATED if summary["violating_partitions"] else PASS
+    return judge(ran)[1]
 
 
 def cmd_pipeline_explore(args: argparse.Namespace) -> int:

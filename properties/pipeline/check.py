@@ -32,6 +32,7 @@ from pyspark.sql.window import Window
 from properties import registry
 from properties.engines.records import ending_in_refusal
 from properties.engines.replay import record
+from properties.engines.result import CheckResult, Target
 from properties.pipeline import replay
 from properties.pipeline.ingest import (
     UnusableInput,
@@ -43,7 +44,7 @@ from properties.pipeline.ingest import (
     tally,
 )
 from properties.pipeline.schema import event_log, spec
-from traces.format import Trace, save
+from traces.format import Trace, load, save
 
 Progress = Callable[[str], None]
 
@@ -253,7 +254,7 @@ def check(
         "mechanism": mechanism, "input": str(input_path), "conformance": conformance, "unusable": None,
         "spark_error": None, "records": 0, "checked": 0, "quarantined": 0, "quarantine_reasons": {},
         "partitions": 0, "incomplete_partitions": {}, "violating_partitions": [], "sql_violations": 0,
-        "model_violations": 0, "explained_by": {}, "coverage": {}, "traces": {},
+        "model_violations": 0, "explained_by": {}, "coverage": {}, "traces": {}, "failures": [],
     }
     try:
         spark = spark or session(master)
@@ -339,6 +340,8 @@ def _check(mechanism: str, input_path: Path, out: Path, spark: SparkSession, say
     else:
         traces = _save_traces(mechanism, valid, failing, out / "traces")
     summary.update(
+        failures=sorted({str(v["check"]) for v in sql_rows} | {name for r in failing for name in
+                                                                 str(r["failures"]).split(",") if name}),
         partitions=partitions,
         incomplete_partitions=incomplete,
         violating_partitions=sorted({int(v["key"]) for v in violations}),
@@ -394,3 +397,30 @@ def _logged(mechanism: str, records: replay.Records, steps: int, key: int) -> Tr
     current = replay.model(mechanism, registry.get(mechanism).current)
     return record(current, records.actions()[:steps], engine="pipeline", seed=key,
                   implementation=replay.LoggedImplementation(current.vars(current.initial()), records.events()))
+
+
+def result(summary: dict[str, Any]) -> CheckResult:
+    """The run as every checker reports it: the checks that broke, the trace of the lowest violating partition
+    that has one as the target, and what was read and checked as its work."""
+    mechanism = registry.get(summary["mechanism"])
+    failures = tuple(summary["failures"])
+    target = None
+    if failures:
+        traced = sorted(summary["traces"].items(), key=lambda item: int(item[0]))
+        if traced:
+            trace = load(Path(traced[0][1]))
+            names = trace.failure.get("names")
+            name = str(names[0]) if isinstance(names, list) and names else failures[0]
+            target = Target(name, len(trace.steps) - 1, traced[0][1])
+        else:
+            target = Target(failures[0], 0)
+    violating = summary["violating_partitions"]
+    counts = ("records", "checked", "quarantined", "partitions")
+    return CheckResult(
+        mechanism=mechanism.name, engine="pipeline", config=Path(summary["input"]).name, variant=mechanism.current,
+        failures=failures, target=target, work={**{name: int(summary[name]) for name in counts},
+                                                "violating": len(violating)},
+        complete=summary["unusable"] is None, seconds=summary.get("elapsed_s"),
+        detail=f"{mechanism.name}: {summary['records']} records, {summary['checked']} checked, "
+               f"{summary['quarantined']} quarantined, {summary['partitions']} partitions, "
+               f"{len(violating)} violating: {violating}")

@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from properties import registry
+from properties.cli.check import judge
+from properties.cli.common import PASS, VIOLATED
 from properties.cli.pipeline_bench import python_checks
-from properties.pipeline.check import check
+from properties.pipeline.check import check, result
 from properties.pipeline.explore import explore
 from properties.pipeline.simulate import simulate
 from properties.registry import replay
@@ -63,6 +66,26 @@ def test_fault_in_three_of_a_thousand_partitions_is_found_exactly(
     _, clean = logs(mechanism, None, events_per)
     assert clean["violating_partitions"] == []
     assert clean["checked"] == clean["records"] == PARTITIONS * events_per
+
+
+@pytest.mark.parametrize(("mechanism", "fault", "events_per", "invariant"),
+                         [("delayed", "pr23611", 30, "DD-I1"), ("topiclist", "no_exceptional_release", 25, "TL-I7")])
+def test_the_pipeline_reports_as_every_checker_does(
+    logs: Any, mechanism: str, fault: str, events_per: int, invariant: str
+) -> None:
+    """A run ends in a `CheckResult`, judged as the check judges any: what broke (a topic-list log leaves the current
+    model as a divergence), with the lowest violating partition's trace as the target, the run of the variant that
+    explains the log, which breaks the fault's invariant; the clean log passes."""
+    _, summary = logs(mechanism, fault, events_per)
+    ran = result(summary)
+    assert (ran.engine, ran.mechanism, ran.variant) == ("pipeline", mechanism, registry.get(mechanism).current)
+    assert ran.failures and ran.target is not None and ran.target.name == invariant
+    assert ran.target.trace == summary["traces"][str(FAULTED[0])]
+    assert ran.target.steps == len(load(Path(ran.target.trace)).steps) - 1 > 0
+    assert ran.work["violating"] == len(FAULTED) and ran.work["partitions"] == PARTITIONS
+    assert judge(ran) == (f"VIOLATED {','.join(ran.failures)}", VIOLATED)
+    _, clean = logs(mechanism, None, events_per)
+    assert judge(result(clean)) == ("pass", PASS) and result(clean).target is None
 
 
 def test_sql_window_check_alone_finds_early_delivery(delayed_fault: tuple[Any, dict[str, Any]]) -> None:
