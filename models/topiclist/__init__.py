@@ -26,7 +26,7 @@ above it):
 ``flows.py``       the flows scope: states, step world (get-topics flows, watcher), actions,
                    projection, invariants
 ``scope.py``       `ScopeBase`: attributes and time actions (``step``, ``advance``) both scopes use
-``pools.py``       `_Pools`: the semaphore mechanics of §4.1-4.5 over one or more pools
+``pools.py``       `Pools`: the semaphore mechanics of §4.1-4.5 over one or more pools
 ``configs.py``     variants, typical configurations, configuration keys and their parsers
 ``common.py``      sizes and hash, executor entries, outcome codes, error and reply texts
 

@@ -44,13 +44,17 @@ def wire_size(strings: Sequence[str]) -> int:
 # Executor entries are ints: (trigger time - now) << 24 | kind << 20 | pool << 16 | argument.
 # A tuple of them is kept in (trigger time, seq) order, so that order is the list order.
 PASS, TIMEOUT, DEFERRED, RETRY = 0, 1, 2, 3
-_TSHIFT = 24
-_TUNIT = 1 << _TSHIFT
-_TMASK = _TUNIT - 1
+TSHIFT = 24
+"""An entry's due time (relative to now) starts at this bit: `entry >> TSHIFT` is its delay in ms."""
+TUNIT = 1 << TSHIFT
+"""One ms of delay: an entry below it is due now."""
+TMASK = TUNIT - 1
+"""The bits of an entry below its delay (kind, pool, argument): what names an entry whatever its time."""
 
 
-def _entry(delta: int, kind: int, pool: int, arg: int) -> int:
-    return (delta << _TSHIFT) | (kind << 20) | (pool << 16) | arg
+def make_entry(delta: int, kind: int, pool: int, arg: int) -> int:
+    """The executor entry of `kind` for `pool` and `arg` (a request id), due `delta` ms from now."""
+    return (delta << TSHIFT) | (kind << 20) | (pool << 16) | arg
 
 
 # Request outcomes (semaphore-level futures), as codes.
@@ -112,23 +116,24 @@ def too_large_message(n: int, max_permits: int) -> str:
 # Executor helpers
 
 
-def _insert(q: list[int], e: int) -> None:
+def insert_entry(q: list[int], e: int) -> None:
     """Insert after every entry due at or before `e` (keeps (trigger time, seq) order)."""
     i = len(q)
-    if i and q[-1] >> _TSHIFT > e >> _TSHIFT:
-        d = e >> _TSHIFT
+    if i and q[-1] >> TSHIFT > e >> TSHIFT:
+        d = e >> TSHIFT
         i -= 1
-        while i and q[i - 1] >> _TSHIFT > d:
+        while i and q[i - 1] >> TSHIFT > d:
             i -= 1
         q.insert(i, e)
     else:
         q.append(e)
 
 
-def _tuple_insert(q: tuple[int, ...], e: int) -> tuple[int, ...]:
-    d = e >> _TSHIFT
+def tuple_insert_entry(q: tuple[int, ...], e: int) -> tuple[int, ...]:
+    """`insert_entry` on a frozen executor: a new tuple with `e` after every entry due at or before it."""
+    d = e >> TSHIFT
     i = len(q)
-    while i and q[i - 1] >> _TSHIFT > d:
+    while i and q[i - 1] >> TSHIFT > d:
         i -= 1
     return (*q[:i], e, *q[i:])
 

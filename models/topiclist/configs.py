@@ -44,9 +44,10 @@ EXPLORE_CONFIG: dict[str, Param] = {
 }
 """Small single-semaphore bounds for the explorer (limit 4, queue 3, at most 4 requests)."""
 
-_NS = "public/default"
-_TA = "persistent://public/default/a"
-_TB = "persistent://public/default/b"
+NAMESPACE = "public/default"
+TOPIC_A = "persistent://public/default/a"
+TOPIC_B = "persistent://public/default/b"
+"""The namespace and topics of the typical configurations; the flows scope's defaults are the first two."""
 
 EXPLORE_FLOWS_CONFIG: dict[str, Param] = {
     "scope": "flows",
@@ -59,9 +60,9 @@ EXPLORE_FLOWS_CONFIG: dict[str, Param] = {
     "lookup_max": 2,
     "proxy_limiter": "shared",
     "connections": 1,
-    "namespaces": (_NS,),
+    "namespaces": (NAMESPACE,),
     "modes": ("PERSISTENT",),
-    "topic_lists": ((_TA,),),
+    "topic_lists": ((TOPIC_A,),),
     "flows": ("broker",),
     "use_hashes": False,
     "listing_errors": True,
@@ -83,7 +84,7 @@ EXPLORE_ALL_FLOWS_CONFIG: dict[str, Param] = {
     **EXPLORE_FLOWS_CONFIG,
     "flows": ("broker", "proxy", "watch"),
     "max_topic_changes": 1,
-    "topic_changes": (((_TB,), ()),),
+    "topic_changes": (((TOPIC_B,), ()),),
 }
 """All three flows (one connection per world, two requests, one topic change): ~10^5 states."""
 
@@ -113,9 +114,9 @@ HYPOTHESIS_FLOWS_CONFIG: dict[str, Param] = {
     "lookup_max": 3,
     "proxy_limiter": "own",
     "connections": 2,
-    "namespaces": (_NS, "public/other"),
+    "namespaces": (NAMESPACE, "public/other"),
     "modes": ("PERSISTENT", "ALL"),
-    "topic_lists": ((), (_TA,), (_TA, _TB)),
+    "topic_lists": ((), (TOPIC_A,), (TOPIC_A, TOPIC_B)),
     "flows": ("broker", "proxy", "watch"),
     "use_hashes": True,
     "listing_errors": True,
@@ -126,7 +127,7 @@ HYPOTHESIS_FLOWS_CONFIG: dict[str, Param] = {
     "allow_close": True,
     "max_requests": 8,
     "max_topic_changes": 3,
-    "topic_changes": (((_TB,), ()), ((), (_TA,))),
+    "topic_changes": (((TOPIC_B,), ()), ((), (TOPIC_A,))),
     "dts": (1, 99, 100, 500, 1000),
     "advance_next": True,
 }
@@ -164,7 +165,8 @@ def _strs(cfg: Mapping[str, Param], key: str, default: tuple[str, ...]) -> tuple
     return tuple(str(x) for x in v)
 
 
-def _topic_tuple(v: Param, key: str) -> tuple[str, ...]:
+def topic_tuple(v: Param, key: str) -> tuple[str, ...]:
+    """A topic list of a configuration or of an action's parameters (`key` names it in the error)."""
     if not isinstance(v, tuple) or not all(isinstance(x, str) for x in v):
         raise ValueError(f"topiclist config {key!r}: a topic list must be a tuple of strings, not {v!r}")
     return tuple(str(x) for x in v)

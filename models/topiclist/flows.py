@@ -3,7 +3,7 @@ owned by the proxy) used by the broker get-topics flow, the proxy get-topics flo
 topic-list watcher (§4.6-4.8), with the harness actions of §2.3. Broker and proxy are separate
 worlds, each with its own connections, lookup semaphore and size cache, as in the reference.
 
-Its state `FlowState` (with `FlowReq`, `Conn`, `Holder`, `Write`), its step world `_FlowWorld` (the
+Its state `FlowState` (with `FlowReq`, `Conn`, `Holder`, `Write`), its step world `FlowWorld` (the
 pools of `pools.py`, one heap and one direct pool per dual limiter, and the flows' stages) and
 `FlowsScope`, this scope's half of `TopicListModel`: configuration, enabled actions, steps,
 projection and invariants. Separate from `semaphore.py` because the two scopes share only the
@@ -51,7 +51,6 @@ from typing import Any, NamedTuple, cast
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Observation, Param
 from models.topiclist.common import (
-    _TSHIFT,
     BACKOFF_INITIAL_MS,
     BACKOFF_MAX_MS,
     BROKER_ERROR_MESSAGES,
@@ -71,18 +70,19 @@ from models.topiclist.common import (
     RETRY,
     S_QUEUE_FULL,
     S_TIMEOUT,
+    TSHIFT,
     Msg,
     QEntry,
-    _entry,
-    _insert,
     heap_size,
+    insert_entry,
+    make_entry,
     serialization_message,
     too_large_message,
     topics_hash,
     wire_size,
 )
-from models.topiclist.configs import _NS, _TA, _bool, _int, _strs, _topic_tuple
-from models.topiclist.pools import _Pools
+from models.topiclist.configs import NAMESPACE, TOPIC_A, _bool, _int, _strs, topic_tuple
+from models.topiclist.pools import Pools
 from models.topiclist.scope import ScopeBase
 
 
@@ -192,7 +192,7 @@ _IN_PROGRESS = ""
 """`watch_send`'s result while the send has not ended (else the error text, or None for no error)."""
 
 
-class _FlowWorld(_Pools):
+class FlowWorld(Pools):
     """The flows scope (§4.6-4.8). A flow's continuation is selected by `FlowReq.stage`.
 
     Callbacks run synchronously in registration order, as `VFuture`s do: when a grant or failure
@@ -558,7 +558,7 @@ class _FlowWorld(_Pools):
         delay = c[2]
         c[2] = min(delay * 2, BACKOFF_MAX_MS)
         r[F_STAGE] = stage
-        _insert(self.execq, _entry(delay, RETRY, 0, rid))
+        insert_entry(self.execq, make_entry(delay, RETRY, 0, rid))
 
     def watch_init_failed(self, rid: int, message: str, retryable: bool) -> None:
         """Step 2 ended with an error (after the heap helpers released what they held)."""
@@ -776,8 +776,8 @@ def _first(pair: tuple[int, Json]) -> int:
     return pair[0]
 
 
-_POOL_NAMES = ("heap", "direct", "proxy_heap", "proxy_direct")
-_FLOW_ACTIONS = (
+POOL_NAMES = ("heap", "direct", "proxy_heap", "proxy_direct")
+FLOW_ACTIONS = (
     ("broker", "get_topics"),
     ("proxy", "proxy_get_topics"),
     ("watch", "watch"),
@@ -789,8 +789,8 @@ _FLOW_ACTIONS = (
     ("*", "complete_write"),
     ("*", "disconnect"),
 )
-_FLOW_HARNESS = (("faults", "arm_serialization_fault"), ("allow_deny", "deny_authorization"))
-_HOLDER_STATE = {UNSET: "UNSET", INITIALIZING: "INITIALIZING"}
+FLOW_HARNESS = (("faults", "arm_serialization_fault"), ("allow_deny", "deny_authorization"))
+HOLDER_STATE = {UNSET: "UNSET", INITIALIZING: "INITIALIZING"}
 
 
 class FlowsScope(ScopeBase):
@@ -816,15 +816,15 @@ class FlowsScope(ScopeBase):
         self.lookup_max = _int(cfg, "lookup_max", 50000)
         self.proxy_lookup_max = _int(cfg, "proxy_lookup_max", 50000)
         self.nconns = _int(cfg, "connections", 1)
-        self.namespaces = _strs(cfg, "namespaces", (_NS,))
+        self.namespaces = _strs(cfg, "namespaces", (NAMESPACE,))
         modes = _strs(cfg, "modes", ("PERSISTENT",))
         self.modes = modes if "PERSISTENT" in modes else (*modes, "PERSISTENT")
         self.offered_modes = tuple(range(len(modes)))
         self.persistent_mode = self.modes.index("PERSISTENT")
-        tl = cfg.get("topic_lists", ((_TA,),))
+        tl = cfg.get("topic_lists", ((TOPIC_A,),))
         if not isinstance(tl, tuple):
             raise ValueError("topiclist config 'topic_lists' must be a tuple of topic lists")
-        self.topic_lists = tuple(_topic_tuple(t, "topic_lists") for t in tl)
+        self.topic_lists = tuple(topic_tuple(t, "topic_lists") for t in tl)
         flows = _strs(cfg, "flows", ("broker",))
         for f in flows:
             if f not in ("broker", "proxy", "watch"):
@@ -853,7 +853,7 @@ class FlowsScope(ScopeBase):
         for pair in tc:
             if not isinstance(pair, tuple) or len(pair) != 2:
                 raise ValueError(f"topiclist config 'topic_changes': bad pair {pair!r}")
-            changes.append((_topic_tuple(pair[0], "topic_changes"), _topic_tuple(pair[1], "topic_changes")))
+            changes.append((topic_tuple(pair[0], "topic_changes"), topic_tuple(pair[1], "topic_changes")))
         self.topic_changes = tuple(changes)
         self.hashes: tuple[str, ...] = ("",)
         if self.use_hashes:
@@ -1056,7 +1056,7 @@ class FlowsScope(ScopeBase):
 
     def _step_flows(self, s: FlowState, action: Action) -> tuple[FlowState, Observation]:
         self._flow_enabled(s, action)
-        w = _FlowWorld(self, s)
+        w = FlowWorld(self, s)
         name = action.name
         p = action.as_dict()
         if name in ("get_topics", "proxy_get_topics", "watch"):
@@ -1076,7 +1076,7 @@ class FlowsScope(ScopeBase):
         elif name == "complete_listing" or name == "complete_broker_response":
             rid = cast(int, p["id"])
             if "topics" in p:
-                topics = _topic_tuple(p["topics"], "topics")
+                topics = topic_tuple(p["topics"], "topics")
                 w.listing_done(rid, topics, str(p.get("hash", "")))
             elif "error" in p:
                 w.listing_failed(rid, str(p["error"]), "MetadataError")
@@ -1094,8 +1094,8 @@ class FlowsScope(ScopeBase):
         elif name == "topics_changed":
             w.topics_changed(
                 self.namespaces.index(str(p["namespace"])),
-                _topic_tuple(p["new"], "new"),
-                _topic_tuple(p["deleted"], "deleted"),
+                topic_tuple(p["new"], "new"),
+                topic_tuple(p["deleted"], "deleted"),
             )
         elif name == "close":
             w.close_limiter(2 * self.limiters.index(str(p["limiter"])))
@@ -1121,7 +1121,7 @@ class FlowsScope(ScopeBase):
 
     def _vars_flows(self, fs: FlowState) -> dict[str, Json]:
         now = fs.now
-        execq: list[Json] = [now + (e >> _TSHIFT) for e in fs.execq]
+        execq: list[Json] = [now + (e >> TSHIFT) for e in fs.execq]
         pools: list[Json] = []
         for i in range(len(self.pool_max)):
             mx = self.pool_max[i]
@@ -1131,7 +1131,7 @@ class FlowsScope(ScopeBase):
             grants, timeouts = fs.stats[i]
             pools.append(
                 {
-                    "name": _POOL_NAMES[i],
+                    "name": POOL_NAMES[i],
                     "available": fs.avail[i] if mx > 0 else LONG_MAX,
                     "acquired": mx - fs.avail[i] if mx > 0 else 0,
                     "closed": fs.closed[i],
@@ -1143,7 +1143,7 @@ class FlowsScope(ScopeBase):
         holders: list[Json] = [
             {
                 "key": self._holder_keys[i],
-                "state": _HOLDER_STATE.get(h.size, "KNOWN"),
+                "state": HOLDER_STATE.get(h.size, "KNOWN"),
                 "size": max(h.size, -1),
                 "waiters": len(h.waiters),
             }

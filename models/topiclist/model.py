@@ -10,9 +10,9 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import cast
 
 from models.core import Action, Invariant, Json, Liveness, Observation, Param, check_arguments
-from models.topiclist.common import DEFERRED, _entry, _insert
+from models.topiclist.common import DEFERRED, insert_entry, make_entry
 from models.topiclist.configs import CONFIG_KEYS, EXPLORE_CONFIG, VARIANTS, _bool, _int, _ints
-from models.topiclist.flows import _FLOW_ACTIONS, _FLOW_HARNESS, FlowsScope, FlowState
+from models.topiclist.flows import FLOW_ACTIONS, FLOW_HARNESS, FlowsScope, FlowState
 from models.topiclist.semaphore import SemaphoreScope, SemState
 
 TLState = SemState | FlowState
@@ -48,8 +48,8 @@ class TopicListModel(SemaphoreScope, FlowsScope):
             names = ["acquire", "update", "release", "cancel", "disconnect"]
         else:
             self._init_flows(cfg)
-            names = list(dict.fromkeys(n for f, n in _FLOW_ACTIONS if f in self.flows or f == "*"))
-            names += [n for flag, n in _FLOW_HARNESS if getattr(self, flag)]
+            names = list(dict.fromkeys(n for f, n in FLOW_ACTIONS if f in self.flows or f == "*"))
+            names += [n for flag, n in FLOW_HARNESS if getattr(self, flag)]
         if self.allow_close:
             names.append("close")
         self.action_names: Sequence[str] = (*names, "step", "advance")
@@ -72,7 +72,7 @@ class TopicListModel(SemaphoreScope, FlowsScope):
         execq: list[int] = []
         for p in range(npools):
             if self.pool_max[p] > 0:
-                _insert(execq, _entry(self.pool_timeout[p] // 2, DEFERRED, p, 0))
+                insert_entry(execq, make_entry(self.pool_timeout[p] // 2, DEFERRED, p, 0))
         if self.scope == "semaphore":
             return self._initial_sem(tuple(execq))
         return self._initial_flows(tuple(execq))

@@ -1,4 +1,4 @@
-"""`_Pools`: the semaphore mechanics of §4.1-4.5 (enqueue, passes, timeouts, close, the clock)
+"""`Pools`: the semaphore mechanics of §4.1-4.5 (enqueue, passes, timeouts, close, the clock)
 over one or more pools sharing one executor.
 
 Both scopes' mutable step worlds derive from it (`semaphore.py`: one pool; `flows.py`: the heap
@@ -11,9 +11,6 @@ from __future__ import annotations
 from typing import Protocol
 
 from models.topiclist.common import (
-    _TMASK,
-    _TSHIFT,
-    _TUNIT,
     DEFERRED,
     PASS,
     PENDING,
@@ -23,9 +20,12 @@ from models.topiclist.common import (
     S_QUEUE_FULL,
     S_TIMEOUT,
     TIMEOUT,
+    TMASK,
+    TSHIFT,
+    TUNIT,
     QEntry,
-    _entry,
-    _insert,
+    insert_entry,
+    make_entry,
 )
 
 
@@ -37,7 +37,7 @@ class PoolBounds(Protocol):
     pool_timeout: tuple[int, ...]
 
 
-class _Pools:
+class Pools:
     """Semaphore mechanics of §4.1-4.5 over one or more pools sharing one executor."""
 
     __slots__ = ("avail", "closed", "execq", "grants", "maxp", "maxq", "now", "queues", "timeouts", "tmo")
@@ -87,8 +87,8 @@ class _Pools:
         if 0 < mq <= len(q):
             return S_QUEUE_FULL
         q.append((rid, n, prev))
-        _insert(self.execq, _entry(self.tmo[pool], TIMEOUT, pool, rid))
-        _insert(self.execq, _entry(0, PASS, pool, 0))
+        insert_entry(self.execq, make_entry(self.tmo[pool], TIMEOUT, pool, rid))
+        insert_entry(self.execq, make_entry(0, PASS, pool, 0))
         return PENDING
 
     def give_back(self, pool: int, r: int) -> None:
@@ -96,13 +96,13 @@ class _Pools:
         (upstream's `processQueue()` returns at once on a closed semaphore and submits nothing)."""
         self.avail[pool] += r
         if not self.closed[pool]:
-            _insert(self.execq, _entry(0, PASS, pool, 0))
+            insert_entry(self.execq, make_entry(0, PASS, pool, 0))
 
     def cancel_timeout(self, pool: int, rid: int) -> None:
         low = (TIMEOUT << 20) | (pool << 16) | rid
         q = self.execq
         for i in range(len(q)):
-            if q[i] & _TMASK == low:
+            if q[i] & TMASK == low:
                 del q[i]
                 return
 
@@ -150,7 +150,7 @@ class _Pools:
         del q[i]
         self.timeouts[pool] += 1
         self.on_fail(pool, rid, S_TIMEOUT)
-        _insert(self.execq, _entry(0, PASS, pool, 0))
+        insert_entry(self.execq, make_entry(0, PASS, pool, 0))
 
     def close_pool(self, pool: int) -> None:
         if self.closed[pool]:
@@ -159,7 +159,7 @@ class _Pools:
         ex = self.execq
         low = (DEFERRED << 20) | (pool << 16)
         for i in range(len(ex)):
-            if ex[i] & _TMASK == low:
+            if ex[i] & TMASK == low:
                 del ex[i]
                 break
         q = self.queues[pool]
@@ -183,14 +183,14 @@ class _Pools:
         """`advance_to(now + dt)`: run what is due, jump to the next trigger, repeat."""
         left = dt
         while True:
-            while self.execq and self.execq[0] < _TUNIT:
+            while self.execq and self.execq[0] < TUNIT:
                 self.run_entry()
             ex = self.execq
-            d = ex[0] >> _TSHIFT if ex else left + 1
+            d = ex[0] >> TSHIFT if ex else left + 1
             if d > left:
                 d = left
             if d:
-                sh = d << _TSHIFT
+                sh = d << TSHIFT
                 self.execq = [e - sh for e in ex]
                 self.now += d
                 left -= d

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import cast
 
 from models.core import Action, ActionNotEnabled, Param
-from models.topiclist.common import _TSHIFT, _TUNIT
-from models.topiclist.pools import _Pools
+from models.topiclist.common import TSHIFT, TUNIT
+from models.topiclist.pools import Pools
 
 
 class ScopeBase:
@@ -41,13 +41,13 @@ class ScopeBase:
         if not execq:  # time may still pass: no state is terminal (a self-loop for `key`)
             acts.extend(self._idle_actions)
             return
-        if execq[0] < _TUNIT:
+        if execq[0] < TUNIT:
             acts.append(self._step_action)
         acts.extend(self._dt_actions)
         if self.advance_next:
             for e in execq:
-                if e >= _TUNIT:
-                    d = e >> _TSHIFT
+                if e >= TUNIT:
+                    d = e >> TSHIFT
                     if d not in self.dts:
                         a = self._adv_cache.get(d)
                         if a is None:
@@ -59,7 +59,7 @@ class ScopeBase:
         if action.name == "step":
             if action.params:
                 raise ActionNotEnabled(action, "step takes no parameters")
-            if not execq or execq[0] >= _TUNIT:
+            if not execq or execq[0] >= TUNIT:
                 raise ActionNotEnabled(action, "no executor entry is due")
             return
         ps = action.params
@@ -68,12 +68,12 @@ class ScopeBase:
         dt = ps[0][1]
         if dt in self.dts or (not execq and dt == self.idle_dt):
             return
-        nxt = next((e >> _TSHIFT for e in execq if e >= _TUNIT), None)
+        nxt = next((e >> TSHIFT for e in execq if e >= TUNIT), None)
         if not (self.advance_next and dt == nxt):
             raise ActionNotEnabled(action, f"dt={dt!r} is not offered")
 
     @staticmethod
-    def _time_step(w: _Pools, action: Action) -> None:
+    def _time_step(w: Pools, action: Action) -> None:
         if action.name == "step":
             w.run_entry()
         else:

@@ -33,8 +33,6 @@ from typing import Any, NamedTuple
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Observation, Param
 from models.topiclist.common import (
-    _TMASK,
-    _TSHIFT,
     DEFERRED,
     GRANTED,
     LONG_MAX,
@@ -47,15 +45,17 @@ from models.topiclist.common import (
     S_TIMEOUT,
     STATUS_NAMES,
     TIMEOUT,
+    TMASK,
+    TSHIFT,
     QEntry,
-    _entry,
-    _insert,
-    _tuple_insert,
+    insert_entry,
+    make_entry,
     negative_message,
     too_large_message,
+    tuple_insert_entry,
 )
 from models.topiclist.configs import _bool, _int, _ints
-from models.topiclist.pools import _Pools
+from models.topiclist.pools import Pools
 from models.topiclist.scope import ScopeBase
 
 # A semaphore-scope request is an int: status | is_cancelled flag << 3 | was queued << 4 |
@@ -79,7 +79,7 @@ class SemState(NamedTuple):
     permits: tuple[int, ...]  # permit values by permit id
 
 
-class _SemWorld(_Pools):
+class _SemWorld(Pools):
     """The semaphore scope: requests and permits are the harness's."""
 
     __slots__ = ("completed", "permits", "reqs")
@@ -127,7 +127,7 @@ class _SemWorld(_Pools):
         raise AssertionError("no retry entries in the semaphore scope")
 
     def run_pass(self, pool: int) -> None:
-        """`_Pools.run_pass` with the hooks inlined (the explorer's hottest path)."""
+        """`Pools.run_pass` with the hooks inlined (the explorer's hottest path)."""
         q = self.queues[0]
         if self.closed[0]:
             return
@@ -300,7 +300,7 @@ class SemaphoreScope(ScopeBase):
                 s.queue,
                 s.grants,
                 s.timeouts,
-                s.execq if s.closed else _tuple_insert(s.execq, _entry(0, PASS, 0, 0)),
+                s.execq if s.closed else tuple_insert_entry(s.execq, make_entry(0, PASS, 0, 0)),
                 s.reqs,
                 (*perms[:pid], 0, *perms[pid + 1 :]),
             ), {"completed": []}
@@ -336,7 +336,7 @@ class SemaphoreScope(ScopeBase):
                 low = (DEFERRED << 20) | (0 << 16)
                 ex = s.execq
                 for i in range(len(ex)):
-                    if ex[i] & _TMASK == low:
+                    if ex[i] & TMASK == low:
                         ex = (*ex[:i], *ex[i + 1 :])
                         break
                 return SemState(s.now, s.avail, True, (), s.grants, s.timeouts, ex, s.reqs, s.permits), {
@@ -392,7 +392,7 @@ class SemaphoreScope(ScopeBase):
             if n <= old:  # shrinking or equal update: synchronous, works even when closed
                 perms = s.permits
                 newp = len(perms)
-                execq = s.execq if old == n or s.closed else _tuple_insert(s.execq, _entry(0, PASS, 0, 0))
+                execq = s.execq if old == n or s.closed else tuple_insert_entry(s.execq, make_entry(0, PASS, 0, 0))
                 return SemState(
                     s.now,
                     s.avail + old - n,
@@ -409,8 +409,8 @@ class SemaphoreScope(ScopeBase):
         if 0 < self.pool_queue[0] <= len(s.queue):
             return s._replace(reqs=(*s.reqs, S_QUEUE_FULL)), {"request": rid, "status": "QueueFull"}
         ex = list(s.execq)
-        _insert(ex, _entry(self.pool_timeout[0], TIMEOUT, 0, rid))
-        _insert(ex, _entry(0, PASS, 0, 0))
+        insert_entry(ex, make_entry(self.pool_timeout[0], TIMEOUT, 0, rid))
+        insert_entry(ex, make_entry(0, PASS, 0, 0))
         return SemState(
             s.now,
             s.avail,
@@ -425,7 +425,7 @@ class SemaphoreScope(ScopeBase):
 
     def _vars_sem(self, state: SemState) -> dict[str, Json]:
         now = state.now
-        execq: list[Json] = [now + (e >> _TSHIFT) for e in state.execq]
+        execq: list[Json] = [now + (e >> TSHIFT) for e in state.execq]
         reqs: list[Json] = []
         for r in state.reqs:
             d: dict[str, Json] = {"status": STATUS_NAMES[r & 7], "cancelled": bool(r & _FLAG)}

@@ -6,7 +6,7 @@ The flows scope of `models.topiclist` is too large to write twice, and its opera
 what makes the full replay slow is around them: every step thaws the whole frozen state into a
 mutable step world and freezes it back (three fifths of a step), enumerates the enabled actions to
 check the one taken, projects the state to a dict of variables (3 KB of JSON a record) and parses
-the logged one to compare. `TopicListReplay` keeps one step world (`models.topiclist.flows._FlowWorld`,
+the logged one to compare. `TopicListReplay` keeps one step world (`models.topiclist.flows.FlowWorld`,
 the model's own operations) alive for a whole partition and
 
 - checks that the model enables each action as `FlowsScope._flow_enabled` does, looking for it
@@ -41,11 +41,9 @@ from typing import Any, cast
 
 from models.core import Action, ActionNotEnabled, Model
 from models.topiclist import TopicListModel
-from models.topiclist.common import _TSHIFT, BROKER_ERROR_MESSAGES, LONG_MAX
-from models.topiclist.configs import _topic_tuple
+from models.topiclist.common import BROKER_ERROR_MESSAGES, LONG_MAX, TSHIFT
+from models.topiclist.configs import topic_tuple
 from models.topiclist.flows import (
-    _HOLDER_STATE,
-    _POOL_NAMES,
     F_CONN,
     F_FAULT,
     F_INIT,
@@ -64,14 +62,16 @@ from models.topiclist.flows import (
     F_TOPICS,
     F_UPDATES,
     F_WATCHER,
+    HOLDER_STATE,
     K_PROXY,
     K_WATCH,
+    POOL_NAMES,
     ST_DIRECT,
     ST_HEAP,
     ST_LIST,
     ST_UPD,
     FlowReq,
-    _FlowWorld,
+    FlowWorld,
 )
 from properties.engines.eventlog import EventLog, LogSpec
 from properties.engines.lockstep import same_values
@@ -117,7 +117,7 @@ class TopicListReplay:
         self.after_denied = ""  # the variables' text from the executor to `now`, as `render` last made it
         self.texts: dict[Any, str] = {}  # JSON text of a reply on a connection, a topic list, a holder, the pools
         self.key_text = [_dumps(k) for k in model._holder_keys]
-        self.pool_names = [_dumps(n) for n in _POOL_NAMES]
+        self.pool_names = [_dumps(n) for n in POOL_NAMES]
         self.worlds = [_dumps(w) for w in model.conn_worlds]
         self.bounded = [p for p, mx in enumerate(model.pool_max) if mx > 0]
 
@@ -125,7 +125,7 @@ class TopicListReplay:
                       vars_: Sequence[str], lo: int, hi: int) -> int | None:
         """The first step (1-based) of rows lo..hi (one limiter set, in seq order) that leaves the model, or None."""
         m = self.m
-        w = _FlowWorld(m, m.initial())  # type: ignore[arg-type]
+        w = FlowWorld(m, m.initial())  # type: ignore[arg-type]
         head, tail = self.render(w)
         held = self.invariants_hold(w)  # as long as a step leaves their inputs alone
         idle = self.idle
@@ -188,18 +188,18 @@ class TopicListReplay:
 
     # --- one step, as FlowsScope._step_flows -------------------------------------------------------
 
-    def quiet_advance(self, w: _FlowWorld, action: Action) -> int:
+    def quiet_advance(self, w: FlowWorld, action: Action) -> int:
         """The `dt` of an enabled `advance(dt)` before which no executor entry falls due (0 for anything else):
         the model's step runs no entry then, it only moves the clock and the entries' relative times."""
         if action.name != "advance" or len(action.params) != 1 or action.params[0][0] != "dt":
             return 0
         dt = action.params[0][1]
-        if type(dt) is not int or (w.execq and w.execq[0] >> _TSHIFT <= dt):
+        if type(dt) is not int or (w.execq and w.execq[0] >> TSHIFT <= dt):
             return 0
         self.m._check_time(w.execq, action)  # type: ignore[arg-type]  # ActionNotEnabled unless offered
         return dt
 
-    def enabled(self, w: _FlowWorld, action: Action) -> None:
+    def enabled(self, w: FlowWorld, action: Action) -> None:
         """`FlowsScope._flow_enabled` on the world: ActionNotEnabled unless the model offers `action`. Each
         action is looked for where `FlowsScope._enabled_flows` would put it, under the same conditions, so
         the world is frozen only for an action of a name the model does not know."""
@@ -249,7 +249,7 @@ class TopicListReplay:
         if not ok:
             raise ActionNotEnabled(action, "not among the enabled actions")
 
-    def apply(self, w: _FlowWorld, action: Action) -> None:
+    def apply(self, w: FlowWorld, action: Action) -> None:
         """The operation of `FlowsScope._step_flows`, once the action is known to be enabled."""
         m, name = self.m, action.name
         p = action.as_dict()
@@ -270,7 +270,7 @@ class TopicListReplay:
         elif name == "complete_listing" or name == "complete_broker_response":
             rid = cast(int, p["id"])
             if "topics" in p:
-                w.listing_done(rid, _topic_tuple(p["topics"], "topics"), str(p.get("hash", "")))
+                w.listing_done(rid, topic_tuple(p["topics"], "topics"), str(p.get("hash", "")))
             elif "error" in p:
                 w.listing_failed(rid, str(p["error"]), "MetadataError")
             else:
@@ -285,8 +285,8 @@ class TopicListReplay:
         elif name == "deny_authorization":
             w.denied[m.namespaces.index(str(p["namespace"]))] = True
         elif name == "topics_changed":
-            w.topics_changed(m.namespaces.index(str(p["namespace"])), _topic_tuple(p["new"], "new"),
-                             _topic_tuple(p["deleted"], "deleted"))
+            w.topics_changed(m.namespaces.index(str(p["namespace"])), topic_tuple(p["new"], "new"),
+                             topic_tuple(p["deleted"], "deleted"))
         elif name == "close":
             w.close_limiter(2 * m.limiters.index(str(p["limiter"])))
         else:
@@ -294,7 +294,7 @@ class TopicListReplay:
 
     # --- invariants, as FlowsScope._flow_invariants --------------------------------------------------
 
-    def invariants_hold(self, w: _FlowWorld) -> bool:
+    def invariants_hold(self, w: FlowWorld) -> bool:
         """TL-I1..TL-I8 in one pass over the requests, writes and queues (a conjunction: the order its parts are
         checked in does not matter)."""
         m = self.m
@@ -360,10 +360,10 @@ class TopicListReplay:
         if found is None:
             found = self.texts["holder", i, size, waiters] = (
                 f'{{"key": {self.key_text[i]}, "size": {max(size, -1)}, '
-                f'"state": "{_HOLDER_STATE.get(size, "KNOWN")}", "waiters": {waiters}}}')
+                f'"state": "{HOLDER_STATE.get(size, "KNOWN")}", "waiters": {waiters}}}')
         return found
 
-    def pools_text(self, w: _FlowWorld) -> str:
+    def pools_text(self, w: FlowWorld) -> str:
         """The pools' JSON text; cached by their numbers while nothing is queued (queued entries name requests)."""
         key = None if any(w.queues) else (*w.avail, *w.closed, *w.grants, *w.timeouts)
         found = self.texts.get(key) if key is not None else None
@@ -382,7 +382,7 @@ class TopicListReplay:
             self.texts[key] = text
         return text
 
-    def render(self, w: _FlowWorld) -> tuple[str, str]:
+    def render(self, w: FlowWorld) -> tuple[str, str]:
         """`TopicListModel.vars` of the world as `json.dumps(..., sort_keys=True)` writes it, split around `now`."""
         m = self.m
         if len(self.texts) >= _CACHE_LIMIT:
@@ -391,7 +391,7 @@ class TopicListReplay:
             self.last_holders = list(w.holders)
             self.holders = ", ".join(self.holder_text(i, h.size, len(h.waiters)) for i, h in enumerate(w.holders))
         now = w.now
-        executor = ", ".join(str(now + (e >> _TSHIFT)) for e in w.execq)
+        executor = ", ".join(str(now + (e >> TSHIFT)) for e in w.execq)
         listings: list[str] = []
         responses: list[str] = []
         watchers: list[str] = []
@@ -412,7 +412,7 @@ class TopicListReplay:
                 f'"responses": [{", ".join(responses)}], "watchers": [{", ".join(watchers)}], "writes": [{writes}]}}')
         return self.render_head(w), tail
 
-    def render_head(self, w: _FlowWorld) -> str:
+    def render_head(self, w: FlowWorld) -> str:
         """The text before `now`: the connections and denied namespaces rendered (the connections from what
         each last showed when it has not changed), the rest as `render` last left it."""
         if w.conns != self.shown_conns:  # (a connection's replies are a tuple, replaced when one is added)
