@@ -23,8 +23,9 @@ above it):
 
 ``model.py``       `TopicListModel`: common keys, scope choice, dispatch of the model protocol
 ``semaphore.py``   the semaphore scope: state, step world, actions, projection, invariants
-``flows.py``       the flows scope: states, step world (get-topics flows, watcher), actions,
-                   projection, invariants
+``flows.py``       the flows scope: actions and steps, over its own modules (``flow_*.py``:
+                   state, configuration, step world, projection and invariants; `flows.py`
+                   lists them)
 ``scope.py``       `ScopeBase`: attributes and time actions (``step``, ``advance``) both scopes use
 ``pools.py``       `Pools`: the semaphore mechanics of §4.1-4.5 over one or more pools
 ``configs.py``     variants, typical configurations, configuration keys and their parsers
@@ -48,7 +49,7 @@ from models.topiclist.configs import (
     HYPOTHESIS_FLOWS_CONFIG,
     VARIANTS,
 )
-from models.topiclist.flows import FlowState
+from models.topiclist.flow_state import FlowState
 from models.topiclist.model import TLState, TopicListModel
 from models.topiclist.semaphore import SemState
 

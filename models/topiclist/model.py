@@ -12,7 +12,8 @@ from typing import cast
 from models.core import Action, Invariant, Json, Liveness, Observation, Param, check_arguments
 from models.topiclist.common import DEFERRED, insert_entry, make_entry
 from models.topiclist.configs import CONFIG_KEYS, EXPLORE_CONFIG, VARIANTS, _bool, _int, _ints
-from models.topiclist.flows import FLOW_ACTIONS, FLOW_HARNESS, FlowsScope, FlowState
+from models.topiclist.flow_state import FlowState
+from models.topiclist.flows import FLOW_ACTIONS, FLOW_HARNESS, FlowsScope
 from models.topiclist.semaphore import SemaphoreScope, SemState
 
 TLState = SemState | FlowState

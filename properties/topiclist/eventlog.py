@@ -6,7 +6,7 @@ The flows scope of `models.topiclist` is too large to write twice, and its opera
 what makes the full replay slow is around them: every step thaws the whole frozen state into a
 mutable step world and freezes it back (three fifths of a step), enumerates the enabled actions to
 check the one taken, projects the state to a dict of variables (3 KB of JSON a record) and parses
-the logged one to compare. `TopicListReplay` keeps one step world (`models.topiclist.flows.FlowWorld`,
+the logged one to compare. `TopicListReplay` keeps one step world (`models.topiclist.flow_world.FlowWorld`,
 the model's own operations) alive for a whole partition and
 
 - checks that the model enables each action as `FlowsScope._flow_enabled` does, looking for it
@@ -17,7 +17,7 @@ the model's own operations) alive for a whole partition and
   as what it is: the clock moves, nothing else changes, so no invariant can break and only `now`
   changes among the variables (with nothing queued, an advance's parameters found enabled once are
   taken by their text);
-- checks the invariants of `FlowsScope._flow_invariants` on the world, in one pass, after every step
+- checks the invariants of `FlowView._flow_invariants` on the world, in one pass, after every step
   but those that only set a flag no invariant reads (a fault armed, a connection closed, a namespace
   denied: their verdict is the last one);
 - renders the variables as the canonical JSON text a log holds (`json.dumps(..., sort_keys=True)`),
@@ -43,7 +43,7 @@ from models.core import Action, ActionNotEnabled, Model
 from models.topiclist import TopicListModel
 from models.topiclist.common import BROKER_ERROR_MESSAGES, LONG_MAX, TSHIFT
 from models.topiclist.configs import topic_tuple
-from models.topiclist.flows import (
+from models.topiclist.flow_state import (
     F_CONN,
     F_FAULT,
     F_INIT,
@@ -62,17 +62,16 @@ from models.topiclist.flows import (
     F_TOPICS,
     F_UPDATES,
     F_WATCHER,
-    HOLDER_STATE,
     K_PROXY,
     K_WATCH,
-    POOL_NAMES,
     ST_DIRECT,
     ST_HEAP,
     ST_LIST,
     ST_UPD,
     FlowReq,
-    FlowWorld,
 )
+from models.topiclist.flow_view import HOLDER_STATE, POOL_NAMES
+from models.topiclist.flow_world import FlowWorld
 from properties.engines.eventlog import EventLog, LogSpec
 from properties.engines.lockstep import same_values
 from properties.engines.records import action_of, same_json
@@ -292,7 +291,7 @@ class TopicListReplay:
         else:
             m._time_step(w, action)
 
-    # --- invariants, as FlowsScope._flow_invariants --------------------------------------------------
+    # --- invariants, as FlowView._flow_invariants ----------------------------------------------------
 
     def invariants_hold(self, w: FlowWorld) -> bool:
         """TL-I1..TL-I8 in one pass over the requests, writes and queues (a conjunction: the order its parts are
@@ -340,7 +339,7 @@ class TopicListReplay:
             return False  # TL-I7
         return all(r[F_REPLIES] == 1 or (r[F_KIND] == K_WATCH and r[F_QUIET]) for r in reqs)  # TL-I8, quiescent
 
-    # --- the variables as text, as FlowsScope._vars_flows ----------------------------------------------
+    # --- the variables as text, as FlowView._vars_flows ------------------------------------------------
 
     def reply_text(self, conn: int, msg: tuple[Any, ...]) -> str:
         """A reply's JSON text on a connection (a connection's replies only grow: each is rendered once)."""
