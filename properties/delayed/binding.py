@@ -38,6 +38,7 @@ from properties.delayed import proofs as delayed_z3
 from properties.delayed import protocol as delayed_protocol
 from properties.delayed.guards import GUARDS
 from properties.engines.eventlog import EventLog
+from properties.engines.lockstep import BaseImplementation
 from properties.engines.mechanism import Lanes, Mechanism, Property
 from reference_impl.delayed import (
     DispatcherModel,
@@ -77,7 +78,7 @@ def _int(action: Action, name: str) -> int:
     return value
 
 
-class DelayedReference:
+class DelayedReference(BaseImplementation):
     """The reference tracker, virtual timer and dispatcher, stepped by model actions."""
 
     def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:

@@ -129,9 +129,7 @@ def run_walk(
             return None, len(actions)
         return _beyond(lockstep, list(actions), diverged)
     finally:
-        close: Callable[[], object] | None = getattr(implementation, "close", None)
-        if close is not None:
-            close()
+        implementation.close()
 
 
 def _beyond(lockstep: Lockstep[Any], actions: list[Action], diverged: Deviation) -> tuple[Deviation, int]:

@@ -9,7 +9,7 @@ Hypothesis' depend on its version, so tests only check that they still reproduce
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hypothesis import settings
@@ -33,9 +33,8 @@ def _reference(mechanism: Mechanism, config: Mapping[str, Param], variant: str) 
 
 def _close(implementation: Implementation | None) -> None:
     """Stop what a reference runs in the background (the metadata reference's pooled threads)."""
-    close: Callable[[], object] | None = getattr(implementation, "close", None)
-    if close is not None:
-        close()
+    if implementation is not None:
+        implementation.close()
 
 
 def shrunk(

@@ -25,13 +25,37 @@ DIVERGENCE = "divergence"
 
 
 class Implementation(Protocol):
-    """What lockstep needs from a reference implementation or a port."""
+    """What lockstep needs from a reference implementation or a port.
+
+    `close` stops what it runs in the background (a pool's threads, a port's process); `strict_json` says its
+    values arrived as JSON (a port), to be compared strictly; `disagreement` explains a `divergence` it reports
+    itself (a port checked beside the reference). `BaseImplementation` has the defaults of the three.
+    """
 
     def apply(self, action: Action) -> Observation: ...
 
     def vars(self) -> dict[str, Json]: ...
 
     def violations(self) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def strict_json(self) -> bool: ...
+
+    @property
+    def disagreement(self) -> str: ...
+
+
+class BaseImplementation:
+    """The defaults of an `Implementation`'s optional members, for one to inherit: nothing runs in the background,
+    its values are Python values (compared by `same_values`), and it finds no divergence of its own."""
+
+    strict_json = False
+    disagreement = ""
+
+    def close(self) -> None:
+        """Nothing to stop."""
 
 
 ImplementationFactory = Callable[[Mapping[str, Param], str], Implementation]
@@ -102,7 +126,7 @@ def same_values(a: object, b: object) -> bool:
 class Lockstep(Generic[S]):
     """A model state plus an optional implementation, advanced together by `apply`.
 
-    An implementation whose `strict_json` attribute is true (a port: its values arrived as JSON) is
+    An implementation whose `strict_json` is true (a port: its values arrived as JSON) is
     compared strictly (`same_json`: `1` is not `true`); a reference in Python by `same_values`,
     which costs a fraction of it on every step.
     """
@@ -116,7 +140,7 @@ class Lockstep(Generic[S]):
         """Failures that do not count (a configuration's known findings, reported elsewhere): the model's, and the
         implementation's once the model shows the same one."""
         self.state = model.initial()
-        self.same = same_json if getattr(implementation, "strict_json", False) else same_values
+        self.same = same_json if implementation is not None and implementation.strict_json else same_values
 
     def initial_outcome(self) -> StepOutcome:
         return self._outcome(None, self.model.vars(self.state), None)
@@ -143,7 +167,7 @@ class Lockstep(Generic[S]):
             elif (predicted is not None or observed) and not self.same(predicted or {}, observed or {}):
                 detail = f"observation: model {to_text(predicted or {})} != implementation {to_text(observed)}"
             elif DIVERGENCE in failures:
-                detail = str(getattr(self.implementation, "disagreement", ""))
+                detail = self.implementation.disagreement
             if detail and DIVERGENCE not in failures:
                 failures.append(DIVERGENCE)
             model_vars = actual

@@ -37,6 +37,7 @@ from types import TracebackType
 from typing import Any
 
 from models.core import Action, Json, Observation, Param
+from properties.engines.lockstep import BaseImplementation
 from properties.engines.mechanism import Mechanism
 from properties.engines.protocol import hello_config
 
@@ -90,7 +91,7 @@ def step_line(seq: int, action: Action) -> bytes:
     return json.dumps({"type": "step", "seq": seq, "action": action.name, "params": params}).encode("utf-8") + b"\n"
 
 
-class PortProcess:
+class PortProcess(BaseImplementation):
     """One running port; `apply`, `vars` and `violations` as lockstep expects, `reset` for the next walk."""
 
     strict_json = True

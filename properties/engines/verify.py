@@ -36,6 +36,7 @@ from properties.engines.conformance import tour
 from properties.engines.explorer import Exploration, explore
 from properties.engines.lockstep import (
     DIVERGENCE,
+    BaseImplementation,
     Implementation,
     ImplementationFactory,
     Lockstep,
@@ -104,7 +105,7 @@ class PortSpec:
             implementation.close()
 
 
-class BesideReference:
+class BesideReference(BaseImplementation):
     """The port with the reference implementation stepped beside it on the same actions.
 
     Lockstep compares the port with the model; this adds the comparison with the reference, so a
@@ -142,9 +143,7 @@ class BesideReference:
         self.close_reference()
 
     def close_reference(self) -> None:
-        close = getattr(self.reference, "close", None)
-        if close is not None:
-            close()
+        self.reference.close()
 
 
 def _port_of(implementation: PortProcess | BesideReference) -> PortProcess:

@@ -38,6 +38,7 @@ from models.keyshared import (
     sticky_hash,
 )
 from models.keyshared.state import ACTION_NAMES
+from properties.engines.lockstep import BaseImplementation
 from reference_impl.keyshared import LEDGER_ID, Consumer, KeySharedDispatcher, Position, ReadOp
 
 CURRENT = "pip379"
@@ -69,7 +70,7 @@ _PASSES = frozenset({"read", "fire", "run", "complete_read", "interleaved_read"}
 """The steps that run a dispatch pass, where shouldBlockStickyKeyHash may drop an entry whose hash came back."""
 
 
-class KeySharedReference:
+class KeySharedReference(BaseImplementation):
     """The reference dispatcher of one variant plus the harness's client record."""
 
     def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:

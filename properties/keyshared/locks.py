@@ -22,6 +22,7 @@ from functools import partial
 
 from models.core import Action, Json, Observation, Param
 from models.keyshared.locks import DONE, HASH, KeySharedLocksModel
+from properties.engines.lockstep import BaseImplementation
 from reference_impl.concurrent.executors import World
 from reference_impl.keyshared.lock_level import DrainingHashEntry, NullPointerException, StickyKeyDispatcher
 
@@ -29,7 +30,7 @@ UNBLOCKS, SILENT, READ_PENDING, EXEMPT = "unblocks", "silent", "read pending", "
 """What a removal decided, as far as a blocked dispatch cares (as `models.keyshared.locks` marks its entries)."""
 
 
-class KeySharedLocksReference:
+class KeySharedLocksReference(BaseImplementation):
     """The upstream-granularity tracker of one order, its callers on simulated threads, and the ledger."""
 
     def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:

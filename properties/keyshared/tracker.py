@@ -25,6 +25,7 @@ from models.keyshared.tracker import (
     STICKY_KEY_HASH_NOT_SET,
     KeySharedTrackerModel,
 )
+from properties.engines.lockstep import BaseImplementation
 from reference_impl.keyshared import Consumer, DrainingHashesTracker, DrainingRemoveHandler
 
 
@@ -51,7 +52,7 @@ class _AddHandler:
         return True
 
 
-class KeySharedTrackerReference:
+class KeySharedTrackerReference(BaseImplementation):
     """The reference's map and tracker classes, driven by the tracker model's actions."""
 
     def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:

@@ -58,7 +58,7 @@ from models.metadata import (
     choose_thread_index,
     client_label,
 )
-from properties.engines.lockstep import DIVERGENCE
+from properties.engines.lockstep import DIVERGENCE, BaseImplementation
 from properties.engines.mechanism import Mechanism, Property
 from properties.metadata import coverage as metadata_coverage
 from properties.metadata import protocol as metadata_protocol
@@ -108,7 +108,7 @@ def make_model(config: Mapping[str, Param] | None, variant: str) -> MetadataMode
     return _cached_model(frozen, variant)
 
 
-class MetadataReference:
+class MetadataReference(BaseImplementation):
     """The reference store, cache and client threads, stepped by model actions."""
 
     def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:

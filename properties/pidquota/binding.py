@@ -46,6 +46,7 @@ from typing import cast
 
 from models.core import Action, Json, Observation, Param
 from models.pidquota import EXPLORE_CONFIG, FPP, HYPOTHESIS_CONFIG, PidQuotaModel
+from properties.engines.lockstep import BaseImplementation
 from properties.engines.mechanism import Mechanism, Property
 from properties.pidquota import coverage as pidquota_coverage
 from properties.pidquota import proofs as pidquota_z3
@@ -137,7 +138,7 @@ class _WitnessedCache(ProducerIdQuotaManagerCache):
         return seen
 
 
-class PidQuotaReference:
+class PidQuotaReference(BaseImplementation):
     """The manager and cache of `variant`, stepped by model actions at the harness's virtual clock."""
 
     def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:

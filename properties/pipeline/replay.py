@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from models.core import Action, ActionNotEnabled, Json, Model, Observation
 from properties import registry
 from properties.engines.eventlog import FastReplay
-from properties.engines.lockstep import DIVERGENCE, Lockstep
+from properties.engines.lockstep import DIVERGENCE, BaseImplementation, Lockstep
 from properties.engines.records import action_of, gap_free, runs, strings
 from properties.pipeline.schema import event_log, spec
 from properties.pipeline.simulate import model as build_model
@@ -48,7 +48,7 @@ def model(mechanism: str, variant: str) -> Model[Any]:
     return build_model(mechanism, variant)
 
 
-class LoggedImplementation:
+class LoggedImplementation(BaseImplementation):
     """The log seen as an implementation: each `apply` returns the next logged observation and state."""
 
     def __init__(self, initial: dict[str, Json], events: list[tuple[str | None, str]]) -> None:

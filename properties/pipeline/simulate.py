@@ -78,9 +78,8 @@ def _walk(mechanism: str, variant: str, length: int, rng: random.Random) -> tupl
             })
             broke = broke or bool(outcome.failures)
     finally:
-        close = getattr(reference, "close", None)
-        if close is not None:
-            close()
+        if reference is not None:
+            reference.close()
     return records, broke
 
 

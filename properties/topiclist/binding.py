@@ -45,7 +45,7 @@ from models.topiclist import (
 from models.topiclist.semaphore_locks import DEFAULT_CONFIG as LOCKS_DEFAULT_CONFIG
 from models.topiclist.semaphore_locks import SemaphoreLocksModel
 from properties.engines.eventlog import EventLog
-from properties.engines.lockstep import Implementation
+from properties.engines.lockstep import BaseImplementation, Implementation
 from properties.engines.mechanism import Mechanism, Property
 from properties.topiclist import coverage as topiclist_coverage
 from properties.topiclist import proofs as topiclist_z3
@@ -722,7 +722,7 @@ class _FlowsWorld:
         return sorted(failed)
 
 
-class TopicListReference:
+class TopicListReference(BaseImplementation):
     """The reference implementation of one variant, driven by the model's actions."""
 
     def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:

@@ -31,6 +31,7 @@ from models.topiclist.semaphore_locks import (
     TIMED_OUT,
     SemaphoreLocksModel,
 )
+from properties.engines.lockstep import BaseImplementation
 from reference_impl.concurrent.executors import World, java_method
 from reference_impl.concurrent.futures import CancellationError, CompletableFuture, ScheduledExecutorService
 from reference_impl.topiclist.lock_level import (
@@ -64,7 +65,7 @@ def _state(future: CompletableFuture[SemaphorePermit]) -> str:
     raise RuntimeError(f"a request failed with {type(future.error).__name__}: {future.error}")
 
 
-class SemaphoreLocksReference:
+class SemaphoreLocksReference(BaseImplementation):
     """The upstream-granularity semaphore of one order, its callers and executor on simulated threads, the ledger."""
 
     def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:

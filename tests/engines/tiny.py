@@ -15,6 +15,7 @@ import z3
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param
 from properties.engines.bmc import Frame, SymbolicSystem
+from properties.engines.lockstep import BaseImplementation
 from properties.engines.mechanism import Mechanism
 
 VARIANTS = ("fixed", "overflow", "stuck")
@@ -86,7 +87,7 @@ class CounterModel:
         return {"x": state.x, "locked": state.locked}
 
 
-class CounterImpl:
+class CounterImpl(BaseImplementation):
     """A mutable implementation; `off_by_one` makes `add` count one too many (a divergence)."""
 
     def __init__(self, off_by_one: bool = False) -> None:

@@ -19,7 +19,7 @@ import pytest
 from models.core import Action, Json, Model, Observation
 from properties import registry
 from properties.cli import DIVERGED, PASS, main
-from properties.engines.lockstep import DIVERGENCE, Implementation
+from properties.engines.lockstep import DIVERGENCE, BaseImplementation, Implementation
 from properties.engines.verify import PortSpec, run_actions
 from properties.registry import replay
 from tests.ports.tools import need
@@ -110,7 +110,7 @@ def test_the_post_decrement_bug_is_caught_with_a_shrunk_trace_that_replays(
     assert main(["replay", str(path), "--port", "java", "-cp", str(java_classes), "Main"]) == PASS
 
 
-class _Skewed:
+class _Skewed(BaseImplementation):
     """The reference with one variable misreported after its first step: a reference the port cannot match."""
 
     def __init__(self, inner: Implementation) -> None:
@@ -128,6 +128,9 @@ class _Skewed:
 
     def violations(self) -> list[str]:
         return self.inner.violations()
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def test_verify_runs_the_reference_beside_the_port_and_names_it_when_they_disagree(java_classes: Path) -> None:

@@ -33,7 +33,7 @@ import pyarrow as pa
 from models.core import Action, ActionNotEnabled, Json, Param, violated
 from models.keyshared import KeySharedModel, sticky_hash
 from properties.engines.eventlog import LogSpec
-from properties.engines.lockstep import DIVERGENCE
+from properties.engines.lockstep import DIVERGENCE, BaseImplementation
 from properties.keyshared.dispatcher import HYPOTHESIS_CONFIGS
 
 MECHANISM = "keyshared"
@@ -351,7 +351,7 @@ def full_verdict(part: Partition, variant: str) -> FullVerdict:
     return FullVerdict(None)
 
 
-class LoggedKeyShared:
+class LoggedKeyShared(BaseImplementation):
     """The log as the implementation `properties.engines.replay.record` runs next to the model: each action returns
     the logged deliveries, and the state is the model's except the client record (`held`), which the
     log determines. So a trace of a log no variant explains records where the log's client record
