@@ -80,7 +80,7 @@ def test_the_pipeline_reports_as_every_checker_does(
     ran = result(summary)
     assert (ran.engine, ran.mechanism, ran.variant) == ("pipeline", mechanism, registry.get(mechanism).current)
     assert ran.failures and ran.target is not None and ran.target.name == invariant
-    assert ran.target.trace == summary["traces"][str(FAULTED[0])]
+    assert ran.target.trace is not None and ran.target.trace == summary["traces"][str(FAULTED[0])]
     assert ran.target.steps == len(load(Path(ran.target.trace)).steps) - 1 > 0
     assert ran.work["violating"] == len(FAULTED) and ran.work["partitions"] == PARTITIONS
     assert judge(ran) == (f"VIOLATED {','.join(ran.failures)}", VIOLATED)
