@@ -1,4 +1,5 @@
-"""The shape every model shares: actions, named properties and the `Model` protocol.
+"""The shape every model shares: actions, named properties, the `Model` protocol, and the typed readers of
+a configuration (`ConfigReader`) and of an action's parameters (`int_param`).
 
 A model is the executable spec of one mechanism: a pure transition system over immutable states.
 The engines in `properties/` (Hypothesis lockstep, explorer, Z3) and the trace tools in `traces/`
@@ -8,6 +9,7 @@ module under `models/` and nothing else here. This module depends on nothing of 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeAlias, TypeVar
@@ -195,3 +197,90 @@ def configured(
     """`config` completed with `defaults`, once `check_arguments` accepts it."""
     check_arguments(mechanism, variant, variants, config, defaults)
     return {**defaults, **(config or {})}
+
+
+class ConfigError(ValueError):
+    """A configuration value a model cannot take: of the wrong type, or below its least. The message names the
+    mechanism and the key."""
+
+
+class ConfigReader:
+    """Typed reads of one model's configuration, each refusing a value of the wrong type or below its least with a
+    `ConfigError` that reads alike for every mechanism ("delayed config 'tick' must be an int >= 1, got 0").
+
+    A bool is never read as an int, though Python counts it one. `default` is taken where the key is absent (a
+    model whose configuration is completed by `configured` gives none; a missing key is then a KeyError).
+    """
+
+    def __init__(self, owner: str, config: Mapping[str, Param]) -> None:
+        self.owner = owner
+        self.config = config
+
+    def integer(self, key: str, *, least: int | None = None, default: int | None = None) -> int:
+        value = self._value(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or (least is not None and value < least):
+            raise self._refused(key, f"an int{_at_least(least)}", value)
+        return value
+
+    def flag(self, key: str, *, default: bool | None = None) -> bool:
+        value = self._value(key, default)
+        if not isinstance(value, bool):
+            raise self._refused(key, "a bool", value)
+        return value
+
+    def string(self, key: str, *, default: str | None = None) -> str:
+        value = self._value(key, default)
+        if not isinstance(value, str):
+            raise self._refused(key, "a string", value)
+        return value
+
+    def integers(
+        self, key: str, *, least: int | None = None, default: tuple[int, ...] | None = None, nonempty: bool = False,
+        distinct: bool = False,
+    ) -> tuple[int, ...]:
+        """A tuple of ints, each at least `least`; `nonempty` and `distinct` refuse an empty tuple and a repeat."""
+        value = self._value(key, default)
+        items = value if isinstance(value, tuple) else ()
+        low = least if least is not None else -math.inf
+        ints = tuple([v for v in items if not isinstance(v, bool) and isinstance(v, int) and v >= low])
+        if not isinstance(value, tuple) or len(ints) != len(items) or _shape_refused(ints, nonempty, distinct):
+            raise self._refused(key, f"{_tuple_of('ints', nonempty, distinct)}{_at_least(least)}", value)
+        return ints
+
+    def strings(
+        self, key: str, *, default: tuple[str, ...] | None = None, nonempty: bool = False, distinct: bool = False,
+    ) -> tuple[str, ...]:
+        """A tuple of strings; `nonempty` and `distinct` as for `integers`."""
+        value = self._value(key, default)
+        items = value if isinstance(value, tuple) else ()
+        strs = tuple([v for v in items if isinstance(v, str)])
+        if not isinstance(value, tuple) or len(strs) != len(items) or _shape_refused(strs, nonempty, distinct):
+            raise self._refused(key, _tuple_of("strings", nonempty, distinct), value)
+        return strs
+
+    def _value(self, key: str, default: Param | None) -> Param:
+        return default if default is not None and key not in self.config else self.config[key]
+
+    def _refused(self, key: str, expected: str, value: Param) -> ConfigError:
+        return ConfigError(f"{self.owner} config {key!r} must be {expected}, got {value!r}")
+
+
+def int_param(action: Action, name: str) -> int:
+    """The action's parameter `name`, an int; `ActionNotEnabled` where it is missing or not an int. A bool is refused:
+    `True == 1`, so an action equal to one the model offers may still carry a bool where an int belongs."""
+    value = action.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ActionNotEnabled(action, f"parameter {name!r} must be an int")
+    return value
+
+
+def _shape_refused(items: tuple[Param, ...], nonempty: bool, distinct: bool) -> bool:
+    return (nonempty and not items) or (distinct and len(set(items)) != len(items))
+
+
+def _tuple_of(kind: str, nonempty: bool, distinct: bool) -> str:
+    return f"a {'non-empty ' if nonempty else ''}tuple of {'distinct ' if distinct else ''}{kind}"
+
+
+def _at_least(least: int | None) -> str:
+    return "" if least is None else f" >= {least}"

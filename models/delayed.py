@@ -39,7 +39,18 @@ from functools import lru_cache
 from itertools import groupby
 from typing import NamedTuple
 
-from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
+from models.core import (
+    Action,
+    ActionNotEnabled,
+    ConfigReader,
+    Invariant,
+    Json,
+    Liveness,
+    Observation,
+    Param,
+    configured,
+    int_param,
+)
 
 __all__ = [
     "ACTION_NAMES",
@@ -128,25 +139,6 @@ def bitmap_bytes(entries: Sequence[int]) -> int:
         highs.add(chunk >> 16)
         size += 8 + min(2 * sum(1 for _ in values), 8192)
     return size + 12 * len(highs)
-
-
-def _int(config: Mapping[str, Param], name: str, low: int) -> int:
-    value = config[name]
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"config {name!r} must be an int >= {low}, got {value!r}")
-    return value
-
-
-def _ints(config: Mapping[str, Param], name: str, low: int, *, empty: bool = False) -> tuple[int, ...]:
-    value = config[name]
-    if not isinstance(value, tuple) or not (value or empty):
-        raise ValueError(f"config {name!r} must be a non-empty tuple of ints, got {value!r}")
-    items: set[int] = set()
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int) or item < low:
-            raise ValueError(f"config {name!r}: every item must be an int >= {low}, got {item!r}")
-        items.add(item)
-    return tuple(sorted(items))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -332,19 +324,20 @@ class DelayedModel:
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "current") -> None:
         merged = configured(self.mechanism, variant, VARIANTS, config, EXPLORE_CONFIG)
-        strict = merged["strict"]
-        if not isinstance(strict, bool):
-            raise ValueError(f"config 'strict' must be a bool, got {strict!r}")
+        read = ConfigReader(self.mechanism, merged)
+        strict = read.flag("strict")
         self.variant = variant
-        self.tick = _int(merged, "tick", 1)
+        self.tick = read.integer("tick", least=1)
         self.strict = strict
-        self.lookahead = _int(merged, "lookahead", 0)
-        self.max_deliver_at = _int(merged, "max_deliver_at", 0)
-        self.round_size = _int(merged, "round_size", 1)
-        ledgers, entries = _ints(merged, "ledgers", 0), _ints(merged, "entries", 0)
-        self.limits = _ints(merged, "limits", 1)
-        self.extra_deliver_at = _ints(merged, "extra_deliver_at", NO_DELAY, empty=True)
-        self.extra_now = _ints(merged, "extra_now", 1, empty=True)
+        self.lookahead = read.integer("lookahead", least=0)
+        self.max_deliver_at = read.integer("max_deliver_at", least=0)
+        self.round_size = read.integer("round_size", least=1)
+        # Each list of values is kept as a set, in ascending order.
+        ledgers = tuple(sorted(set(read.integers("ledgers", least=0, nonempty=True))))
+        entries = tuple(sorted(set(read.integers("entries", least=0, nonempty=True))))
+        self.limits = tuple(sorted(set(read.integers("limits", least=1, nonempty=True))))
+        self.extra_deliver_at = tuple(sorted(set(read.integers("extra_deliver_at", least=NO_DELAY))))
+        self.extra_now = tuple(sorted(set(read.integers("extra_now", least=1))))
         self.config: Mapping[str, Param] = {
             **merged,
             "ledgers": ledgers,
@@ -481,12 +474,7 @@ class DelayedModel:
             known, found = hit
             if known is action or [type(v) for _, v in known.params] == [type(v) for _, v in action.params]:
                 return found
-        values: list[int] = []
-        for name in _ARGUMENTS.get(action.name, ()):
-            value = action.get(name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ActionNotEnabled(action, f"parameter {name!r} must be an int")
-            values.append(value)
+        values = [int_param(action, name) for name in _ARGUMENTS.get(action.name, ())]
         if action.name == "add":
             pos = self.index.get((values[0], values[1]))
             if pos is None:

@@ -53,7 +53,18 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
+from models.core import (
+    Action,
+    ActionNotEnabled,
+    ConfigReader,
+    Invariant,
+    Json,
+    Liveness,
+    Observation,
+    Param,
+    configured,
+    int_param,
+)
 
 VARIANTS = ("pip453", "legacy", "blocking_callback")
 CURRENT = "pip453"
@@ -529,32 +540,33 @@ class MetadataModel:
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = CURRENT) -> None:
         cfg = configured(self.mechanism, variant, VARIANTS, config, DEFAULT_CONFIG)
+        read = ConfigReader(self.mechanism, cfg)
         self.config: Mapping[str, Param] = cfg
         self.variant = variant
         self.pip453 = variant != "legacy"
-        self.name = _str(cfg, "store")
-        self.paths = _strs(cfg, "paths")
+        self.name = read.string("store")
+        self.paths = read.strings("paths")
         if not self.paths or len(set(self.paths)) != len(self.paths):
             raise ValueError("paths must be distinct and at least one")
         for path in self.paths:
             if path == "/" or not path.startswith("/") or path.endswith("/"):
                 raise ValueError(f"invalid path {path!r}")
         self.index = {p: i for i, p in enumerate(self.paths)}
-        initial = _strs(cfg, "initial")
+        initial = read.strings("initial")
         if not set(initial) <= set(self.paths):
             raise ValueError("initial paths must be among the paths")
         self.initial_tree = tuple((0, 0) if p in initial else None for p in self.paths)
-        n_workers, n_clients = _int(cfg, "workers"), _int(cfg, "clients")
+        n_workers, n_clients = read.integer("workers"), read.integer("clients")
         self.n_workers = n_workers
-        self.max_ops, self.max_operations = _int(cfg, "max_ops"), _int(cfg, "max_operations")
-        self.period = _int(cfg, "max_delay_ms")
-        backend = _str(cfg, "backend")
+        self.max_ops, self.max_operations = read.integer("max_ops"), read.integer("max_operations")
+        self.period = read.integer("max_delay_ms")
+        backend = read.string("backend")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}")
         self.memory = backend == "memory"
-        self.batching = _bool(cfg, "batching") and not self.memory  # the memory store never batches (§4.2)
-        self.offer_close = _bool(cfg, "close")
-        self.ops_offered = _strs(cfg, "ops")
+        self.batching = read.flag("batching") and not self.memory  # the memory store never batches (§4.2)
+        self.offer_close = read.flag("close")
+        self.ops_offered = read.strings("ops")
         if n_workers < 1 or n_clients < 1 or self.max_operations < 1 or self.max_ops < 0:
             raise ValueError("workers, clients and max_operations must be >= 1, max_ops >= 0")
         if self.period < 0 or (self.batching and self.period == 0):
@@ -759,7 +771,7 @@ class MetadataModel:
 
     def _client(self, seg: _Segment, action: Action) -> None:
         seg.budget -= 1
-        c = self.clients[int(action["c"])]  # type: ignore[arg-type]
+        c = self.clients[int_param(action, "c")]
         p = self.index[str(action["p"])]
         name = action.name
         if name in ("get", "put", "delete"):
@@ -944,30 +956,3 @@ def _ancestors(path: str, every: bool) -> list[str]:
         i = path.rfind("/")
     return out
 
-
-def _str(cfg: Mapping[str, Param], key: str) -> str:
-    value = cfg[key]
-    if not isinstance(value, str):
-        raise ValueError(f"config {key!r} must be a string")
-    return value
-
-
-def _strs(cfg: Mapping[str, Param], key: str) -> tuple[str, ...]:
-    value = cfg[key]
-    if not isinstance(value, tuple | list) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"config {key!r} must be a list of strings")
-    return tuple(str(v) for v in value)
-
-
-def _int(cfg: Mapping[str, Param], key: str) -> int:
-    value = cfg[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"config {key!r} must be an integer")
-    return value
-
-
-def _bool(cfg: Mapping[str, Param], key: str) -> bool:
-    value = cfg[key]
-    if not isinstance(value, bool):
-        raise ValueError(f"config {key!r} must be a boolean")
-    return value

@@ -61,7 +61,17 @@ from typing import NamedTuple
 
 import mmh3
 
-from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
+from models.core import (
+    Action,
+    ActionNotEnabled,
+    ConfigReader,
+    Invariant,
+    Json,
+    Liveness,
+    Observation,
+    Param,
+    configured,
+)
 
 __all__ = [
     "ACTION_NAMES",
@@ -178,29 +188,6 @@ def murmur_indices(pid: int, k: int, m: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _int(config: Mapping[str, Param], key: str, low: int) -> int:
-    value = config[key]
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"pidquota config {key!r} must be an integer >= {low}, got {value!r}")
-    return value
-
-
-def _bool(config: Mapping[str, Param], key: str) -> bool:
-    value = config[key]
-    if not isinstance(value, bool):
-        raise ValueError(f"pidquota config {key!r} must be a boolean, got {value!r}")
-    return value
-
-
-def _distinct(config: Mapping[str, Param], key: str, kind: type[int] | type[str]) -> tuple[Param, ...]:
-    value = config[key]
-    if not isinstance(value, tuple) or not value or len(set(value)) != len(value):
-        raise ValueError(f"pidquota config {key!r} must be a non-empty tuple of distinct values, got {value!r}")
-    if not all(isinstance(v, kind) and not isinstance(v, bool) for v in value):
-        raise ValueError(f"pidquota config {key!r} must hold {kind.__name__} values, got {value!r}")
-    return value
-
-
 class PidQuotaModel:
     """The perfect cache for one variant: `current` re-adds PIDs not seen recently, `no_readd` never does."""
 
@@ -214,28 +201,25 @@ class PidQuotaModel:
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "current") -> None:
         cfg = configured(self.mechanism, variant, VARIANTS, config, _DEFAULTS)
+        read = ConfigReader(self.mechanism, cfg)
         self.config: Mapping[str, Param] = cfg
         self.variant = variant
-        self.window = _int(cfg, "window_ms", 1)
-        self.layer_count = _int(cfg, "layer_count", 2)
+        self.window = read.integer("window_ms", least=1)
+        self.layer_count = read.integer("layer_count", least=2)
         if self.window % self.layer_count:
             raise ValueError(f"pidquota window_ms ({self.window}) must be a multiple of layer_count")
         self.delta_t = self.window // self.layer_count
         self.horizon = self.window - self.delta_t
-        self.n_layer = _int(cfg, "n_layer", 1)
+        self.n_layer = read.integer("n_layer", least=1)
         self.max_depth = 2 * self.layer_count + 3
-        self.principals = tuple(str(p) for p in _distinct(cfg, "principals", str))
-        self.pids = tuple(int(str(p)) for p in _distinct(cfg, "pids", int))
-        if min(self.pids) < 0:
-            raise ValueError(f"pidquota pids must be >= 0, got {self.pids}")
-        max_batch = _int(cfg, "max_batch", 1)
+        self.principals = read.strings("principals", nonempty=True, distinct=True)
+        self.pids = read.integers("pids", least=0, nonempty=True, distinct=True)
+        max_batch = read.integer("max_batch", least=1)
         if max_batch > len(self.pids):
             raise ValueError(f"pidquota max_batch ({max_batch}) exceeds the number of pids ({len(self.pids)})")
-        self.dts = frozenset(int(str(d)) for d in _distinct(cfg, "dts", int))
-        if min(self.dts) < 1:
-            raise ValueError(f"pidquota dts must be >= 1, got {sorted(self.dts)}")
-        self.boundaries = _bool(cfg, "boundaries")
-        self.cleanup_on = _bool(cfg, "cleanup")
+        self.dts = frozenset(read.integers("dts", least=1, nonempty=True, distinct=True))
+        self.boundaries = read.flag("boundaries")
+        self.cleanup_on = read.flag("cleanup")
         self.readd = variant == "current"
         self.hasher = cfg["hasher"]
         if self.hasher not in HASHERS:

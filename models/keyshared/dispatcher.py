@@ -27,7 +27,17 @@ import itertools
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
+from models.core import (
+    Action,
+    ActionNotEnabled,
+    ConfigReader,
+    Invariant,
+    Json,
+    Liveness,
+    Observation,
+    Param,
+    configured,
+)
 from models.keyshared.dispatch import Dispatch, ThawedConsumer
 from models.keyshared.ring import Ring, build_ring, sticky_hash
 from models.keyshared.state import (
@@ -116,19 +126,20 @@ class KeySharedModel:
         self.variant_is = (variant == "pip379", variant == "classic", variant == "pip282")
         self.config: Mapping[str, Param] = configured(self.mechanism, variant, VARIANTS, config, DEFAULT_CONFIG)
         cfg = self.config
-        self.names = tuple(str(n) for n in _tuple(cfg["names"]))
-        self.keys = tuple(str(k) for k in _tuple(cfg["keys"]))
-        self.max_consumers = _cfg_int(cfg, "max_consumers")
-        self.max_messages = _cfg_int(cfg, "max_messages")
-        self.same_name = bool(cfg["same_name"])
-        self.add_permits = _ints(cfg, "add_permits")
-        self.flows = _ints(cfg, "flow")
-        self.max_permits = _cfg_int(cfg, "max_permits")
-        self.points = _cfg_int(cfg, "points")
-        self.range_max = _cfg_int(cfg, "range_max")
-        self.read_batch_size = _cfg_int(cfg, "read_batch_size")
-        self.look_ahead = (_cfg_int(cfg, "look_ahead_per_consumer"), _cfg_int(cfg, "look_ahead_per_subscription"))
-        self.kinds = frozenset(str(a) for a in _tuple(cfg["actions"]))
+        read = ConfigReader(self.mechanism, cfg)
+        self.names = read.strings("names")
+        self.keys = read.strings("keys")
+        self.max_consumers = read.integer("max_consumers")
+        self.max_messages = read.integer("max_messages")
+        self.same_name = read.flag("same_name")
+        self.add_permits = read.integers("add_permits")
+        self.flows = read.integers("flow")
+        self.max_permits = read.integer("max_permits")
+        self.points = read.integer("points")
+        self.range_max = read.integer("range_max")
+        self.read_batch_size = read.integer("read_batch_size")
+        self.look_ahead = (read.integer("look_ahead_per_consumer"), read.integer("look_ahead_per_subscription"))
+        self.kinds = frozenset(read.strings("actions"))
         if not self.kinds <= set(ACTION_NAMES):
             raise ValueError(f"unknown keyshared action(s): {', '.join(sorted(self.kinds - set(ACTION_NAMES)))}")
         # The steps this configuration can take: read always, complete_read with begin_read.
@@ -138,10 +149,10 @@ class KeySharedModel:
         )
         self._flag_unread = not self.kinds & {"fire", "run"}
         self.jumps = bool(self.kinds & set(JUMPS))
-        self.skips = _ints(cfg, "skip")
-        self.disconnect_during_replay_read = bool(cfg["disconnect_during_replay_read"])
-        self.exempt_nacked_p = bool(cfg["exempt_nacked_p"])
-        self.interleave = _cfg_int(cfg, "interleave")
+        self.skips = read.integers("skip")
+        self.disconnect_during_replay_read = read.flag("disconnect_during_replay_read")
+        self.exempt_nacked_p = read.flag("exempt_nacked_p")
+        self.interleave = read.integer("interleave")
         self.key_hashes = tuple(sticky_hash(k, self.range_max) for k in self.keys)
         self._hashes = tuple(sorted(set(self.key_hashes)))
         self._rings: dict[tuple[tuple[str, int], ...], Ring] = {}
@@ -540,22 +551,3 @@ class KeySharedModel:
             "events": list(state.events),
         }
 
-
-def _tuple(value: Param) -> tuple[Param, ...]:
-    if not isinstance(value, tuple):
-        raise ValueError(f"expected a list in the keyshared config, got {value!r}")
-    return value
-
-
-def _ints(config: Mapping[str, Param], key: str) -> tuple[int, ...]:
-    values = _tuple(config[key])
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        raise ValueError(f"keyshared config {key!r} must list integers, got {values!r}")
-    return tuple(v for v in values if isinstance(v, int))
-
-
-def _cfg_int(config: Mapping[str, Param], key: str) -> int:
-    value = config[key]
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"keyshared config {key!r} must be an integer, got {value!r}")
-    return value

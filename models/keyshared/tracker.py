@@ -61,7 +61,18 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
+from models.core import (
+    Action,
+    ActionNotEnabled,
+    ConfigReader,
+    Invariant,
+    Json,
+    Liveness,
+    Observation,
+    Param,
+    configured,
+    int_param,
+)
 
 VARIANTS = ("pip379", "classic", "pip282")
 ACTION_NAMES = (
@@ -122,20 +133,6 @@ HYPOTHESIS_CONFIG: dict[str, Param] = {
     "max_batch_level": 2,
 }
 """Three consumers, so a hash can move on while it drains, three hashes, two ledgers, and nested batches."""
-
-
-def _cfg_int(config: Mapping[str, Param], name: str) -> int:
-    value = config[name]
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"keyshared tracker config {name} must be an int, got {value!r}")
-    return value
-
-
-def _cfg_ints(config: Mapping[str, Param], name: str) -> tuple[int, ...]:
-    raw = config[name]
-    if not isinstance(raw, tuple) or not all(isinstance(v, int) and not isinstance(v, bool) for v in raw):
-        raise ValueError(f"keyshared tracker config {name} must be a tuple of ints")
-    return tuple(v for v in raw if isinstance(v, int))
 
 
 class Drain(NamedTuple):
@@ -328,11 +325,12 @@ class KeySharedTrackerModel:
                                                       DEFAULT_CONFIG)
         if self.config["scope"] != "tracker":
             raise ValueError(f"the tracker model needs scope 'tracker', got {self.config['scope']!r}")
-        self.consumers = _cfg_int(self.config, "consumers")
-        self.max_batch_level = _cfg_int(self.config, "max_batch_level")
-        self.position_hashes = _cfg_ints(self.config, "position_hashes")
-        self.batch_sizes = _cfg_ints(self.config, "batch_sizes")
-        self.ledgers = _cfg_ints(self.config, "position_ledgers") or (1,) * len(self.position_hashes)
+        read = ConfigReader("keyshared tracker", self.config)
+        self.consumers = read.integer("consumers")
+        self.max_batch_level = read.integer("max_batch_level")
+        self.position_hashes = read.integers("position_hashes")
+        self.batch_sizes = read.integers("batch_sizes")
+        self.ledgers = read.integers("position_ledgers") or (1,) * len(self.position_hashes)
         if self.consumers < 1 or self.max_batch_level < 0 or not all(0 <= h <= 65535 for h in self.position_hashes):
             raise ValueError("keyshared tracker config needs consumers >= 1, max_batch_level >= 0 and hashes in "
                              "[0, 65535]")
@@ -424,25 +422,25 @@ class KeySharedTrackerModel:
         name = action.name
         observation: dict[str, Json] = {}
         if name == "add_pending_ack_if_allowed":
-            added = s.add_pending_ack_if_allowed(_int(action, "consumer"), _int(action, "position"),
-                                                 _int(action, "batch_size"))
+            added = s.add_pending_ack_if_allowed(int_param(action, "consumer"), int_param(action, "position"),
+                                                 int_param(action, "batch_size"))
             observation["error" if added == ILLEGAL_ARGUMENT else "added"] = added
         elif name == "remove":
-            size = _int(action, "batch_size") if action.get("batch_size") is not None else None
-            observation["removed"] = s.remove(_int(action, "consumer"), _int(action, "position"), size)
+            size = int_param(action, "batch_size") if action.get("batch_size") is not None else None
+            observation["removed"] = s.remove(int_param(action, "consumer"), int_param(action, "position"), size)
         elif name == "remove_and_get_remaining_unacked":
-            observation["removed"] = s.remove_and_get_remaining_unacked(_int(action, "consumer"),
-                                                                        _int(action, "position"))
+            observation["removed"] = s.remove_and_get_remaining_unacked(int_param(action, "consumer"),
+                                                                        int_param(action, "position"))
         elif name == "remove_all_up_to":
-            observation["removed"] = s.remove_all_up_to(_int(action, "consumer"), _int(action, "position"))
+            observation["removed"] = s.remove_all_up_to(int_param(action, "consumer"), int_param(action, "position"))
         elif name == "for_each_and_clear":
-            observation["removed"] = s.for_each_and_clear(_int(action, "consumer"))
+            observation["removed"] = s.for_each_and_clear(int_param(action, "consumer"))
         elif name == "for_each_and_close":
-            observation["removed"] = s.for_each_and_close(_int(action, "consumer"))
+            observation["removed"] = s.for_each_and_close(int_param(action, "consumer"))
         elif name == "should_block_sticky_key_hash":
-            observation["blocked"] = s.should_block_sticky_key_hash(_int(action, "hash"))
+            observation["blocked"] = s.should_block_sticky_key_hash(int_param(action, "hash"))
         elif name == "move_hash":
-            s.move_hash(_int(action, "hash"), _int(action, "consumer"))
+            s.move_hash(int_param(action, "hash"), int_param(action, "consumer"))
         elif name == "start_batch":
             s.start_batch()
         else:
@@ -489,9 +487,3 @@ class KeySharedTrackerModel:
                     expected[h] = (cid, expected.get(h, (cid, 0))[1] + 1)
         return {d.hash: (d.consumer, d.ref_count) for d in s.draining} == expected
 
-
-def _int(action: Action, name: str) -> int:
-    value = action[name]
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{action}: parameter {name} must be an int")
-    return value
