@@ -6,7 +6,7 @@ thaws the frozen state into a step world, freezes it back and evaluates every in
 state: about 60 µs an event. `KeySharedReplay` runs one subscription's columns on a world that lives
 for the whole subscription instead:
 
-- the dispatcher's operations (§4.4–§4.6 as `models.keyshared._Dispatch` runs them for pip379, with no
+- the dispatcher's operations (§4.4–§4.6 as `models.keyshared.dispatch.Dispatch` runs them for pip379, with no
   read in flight between steps: the log's `read` and `run` begin and complete each read at once, so
   the rewind and the #12885 retry of `complete_read` never apply), on mutable sets and dicts;
 - each action checked where the model's `enabled` would offer it (the consumer holds the acked or
