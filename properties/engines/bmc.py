@@ -5,12 +5,18 @@ on frame 0, `trans` between frame i, the action chosen at i and frame i+1, and n
 on a frame. `prove` answers, per invariant, either "holds to depth k" (every execution of at most
 k steps keeps it), "inductive" (k-induction closed the proof for every depth), or a concrete
 shortest counterexample whose actions can be replayed and written as a trace.
+
+`bmc` and `k_induction` each build and solve their formulas in a Z3 context of their own, so a
+verdict and its counterexample are a function of the system and the depth alone: in Z3's one
+global context, terms made by earlier proofs in the process shift the ids of the new terms and
+with them the solver's search, and the same proof returned a different counterexample.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import z3
@@ -65,6 +71,22 @@ class ProofResult:
         return f"counterexample at depth {self.depth}: " + ", ".join(str(a) for a in self.actions)
 
 
+@contextmanager
+def _own_context() -> Iterator[None]:
+    """Make a fresh Z3 context the default one while a proof builds and solves its formulas.
+
+    The systems build their terms with Z3's defaults (`z3.Int(name)`, `z3.IntVal(0)`, ...), which
+    take the module's main context; swapping it keeps every proof module free of context
+    plumbing, and a term built outside (in another context) fails loudly as a context mismatch.
+    """
+    saved = z3.z3._main_ctx
+    z3.z3._main_ctx = z3.Context()
+    try:
+        yield
+    finally:
+        z3.z3._main_ctx = saved
+
+
 def _frame(sorts: Mapping[str, Sort], suffix: str) -> Frame:
     return {name: make(f"{name}@{suffix}") for name, make in sorts.items()}
 
@@ -94,6 +116,11 @@ def _counterexample(
 
 def bmc(system: SymbolicSystem, depth: int, invariants: Sequence[str] | None = None) -> list[ProofResult]:
     """Check each invariant on every execution of at most `depth` steps; shortest counterexamples."""
+    with _own_context():
+        return _bmc(system, depth, invariants)
+
+
+def _bmc(system: SymbolicSystem, depth: int, invariants: Sequence[str] | None) -> list[ProofResult]:
     started = time.perf_counter()
     names = list(invariants if invariants is not None else system.invariants)
     solver = z3.Solver()
@@ -140,6 +167,11 @@ def k_induction(system: SymbolicSystem, max_k: int, invariants: Sequence[str] | 
     reachable ones) and asks Z3 for a successor that breaks one; unsat closes the induction, and
     together with `bmc` to depth k-1 this proves the invariants for every depth.
     """
+    with _own_context():
+        return _k_induction(system, max_k, invariants)
+
+
+def _k_induction(system: SymbolicSystem, max_k: int, invariants: Sequence[str] | None) -> int | None:
     names = list(invariants if invariants is not None else system.invariants)
 
     def conj(frame: Frame) -> z3.BoolRef:
