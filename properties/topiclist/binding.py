@@ -112,7 +112,7 @@ def _failure_name(error: BaseException | None) -> str:
     return type(error).__name__
 
 
-class _SemaphoreWorld:
+class SemaphoreReferenceWorld:
     """The semaphore scope: one `AsyncSemaphore` whose requests and permits the harness holds.
 
     The harness keeps its own ledger (what it asked, what the reference answered and when): the
@@ -409,7 +409,7 @@ def _reply_json(conn: int, reply: Reply) -> dict[str, Json]:
     return d
 
 
-class _FlowsWorld:
+class FlowsReferenceWorld:
     """The flows scope: a broker (get-topics and watchers) and a proxy over one or two limiters."""
 
     def __init__(self, model: TopicListModel, variant: str) -> None:
@@ -727,11 +727,11 @@ class TopicListReference(BaseImplementation):
 
     def __init__(self, config: Mapping[str, Param] | None, variant: str) -> None:
         self.model = TopicListModel(config, variant)  # parses and completes the configuration
-        self.world: _SemaphoreWorld | _FlowsWorld
+        self.world: SemaphoreReferenceWorld | FlowsReferenceWorld
         if self.model.scope == "semaphore":
-            self.world = _SemaphoreWorld(self.model)
+            self.world = SemaphoreReferenceWorld(self.model)
         else:
-            self.world = _FlowsWorld(self.model, variant)
+            self.world = FlowsReferenceWorld(self.model, variant)
 
     def apply(self, action: Action) -> Observation:
         return self.world.apply(action)

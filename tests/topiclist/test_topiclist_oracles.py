@@ -10,23 +10,23 @@ from __future__ import annotations
 
 from models.core import Action
 from models.topiclist import EXPLORE_CONFIG, EXPLORE_FLOWS_CONFIG
-from properties.topiclist.binding import TopicListReference, _FlowsWorld, _SemaphoreWorld
+from properties.topiclist.binding import FlowsReferenceWorld, SemaphoreReferenceWorld, TopicListReference
 from reference_impl.topiclist import Permit, PermitAcquireCancelledError
 
 NS = "public/default"
 STEP = Action.of("step")
 
 
-def _semaphore(*actions: Action) -> tuple[TopicListReference, _SemaphoreWorld]:
+def _semaphore(*actions: Action) -> tuple[TopicListReference, SemaphoreReferenceWorld]:
     reference = TopicListReference(EXPLORE_CONFIG, "current")
     for action in actions:
         reference.apply(action)
-    assert isinstance(reference.world, _SemaphoreWorld)
+    assert isinstance(reference.world, SemaphoreReferenceWorld)
     assert reference.violations() == []
     return reference, reference.world
 
 
-def _held_and_cancelled() -> tuple[TopicListReference, _SemaphoreWorld]:
+def _held_and_cancelled() -> tuple[TopicListReference, SemaphoreReferenceWorld]:
     """Request 0 holds all 4 permits; request 1 waits and its connection is gone."""
     return _semaphore(
         Action.of("acquire", permits=4), Action.of("acquire", permits=1), STEP, Action.of("disconnect", request=1)
@@ -65,9 +65,9 @@ def test_tl_i2_a_released_permit_that_still_holds_bytes() -> None:
     assert reference.violations() == ["TL-I2"]
 
 
-def _failed_listing() -> tuple[TopicListReference, _FlowsWorld]:
+def _failed_listing() -> tuple[TopicListReference, FlowsReferenceWorld]:
     reference = TopicListReference(EXPLORE_FLOWS_CONFIG, "current")
-    assert isinstance(reference.world, _FlowsWorld)
+    assert isinstance(reference.world, FlowsReferenceWorld)
     reference.apply(Action.of("get_topics", conn=0, request_id=0, namespace=NS, mode="PERSISTENT", topics_hash=""))
     reference.apply(STEP)
     assert not reference.world.quiescent()  # the listing waits for the harness
