@@ -24,6 +24,7 @@ Observation: TypeAlias = "dict[str, Json] | None"
 """What an implementation returned for a step; None where the model does not predict it."""
 
 S = TypeVar("S")
+S_contra = TypeVar("S_contra", contravariant=True)
 T = TypeVar("T")
 
 
@@ -101,7 +102,7 @@ class Model(Protocol[S]):
     `vars` projects a state onto the model's variables, the same projection ports report.
     `action_names` lists every action name the model knows, whatever the state.
 
-    Two members are optional, and a model without them sets them to None. `terminal_ok(state)` says which
+    Three members are optional, and a model without them sets them to None. `terminal_ok(state)` says which
     states without enabled actions are legitimate ends (every thread done) rather than deadlocks. A model
     whose configuration has values it treats alike (two principals, say) may define
     `symmetric_key(state) -> Hashable`: the key of a canonical member of the state's orbit under the
@@ -110,6 +111,10 @@ class Model(Protocol[S]):
     hashing by them, fresh ones allocated by a counter, every action offered alike for each, every
     invariant and liveness goal alike on an orbit (`properties.engines.explorer.symmetry_error` checks
     this on the reachable states).
+
+    A model whose actions are threads' steps declares them in `threaded` (a `Threaded`: the model itself, typed
+    as one), which the reductions of `properties.engines.reduction` read; it is what tells a model of threads
+    apart.
     """
 
     mechanism: str
@@ -135,6 +140,41 @@ class Model(Protocol[S]):
     @property
     def symmetric_key(self) -> Callable[[S], Hashable] | None: ...
 
+    @property
+    def threaded(self) -> Threaded[S] | None: ...
+
+
+Footprint = tuple[frozenset[str], frozenset[str]]
+"""What a step (or the rest of a thread's program) reads and writes: two sets of shared-object names."""
+
+
+class Threaded(Protocol[S_contra]):
+    """A model of threads' steps, as the reductions read it (`Model.threaded`): each action's name is its thread.
+
+    Required: `threads` (every thread's name), `footprint(state, thread)` (what the thread's next step reads and
+    writes) and `future(state, thread, held)` (what its remaining steps may read and write before they acquire a
+    lock of `held`). Optional, None where the model does not say: `position(state, thread)` (what the thread's
+    footprint and futures depend on, so a reduction may memoize on it), `held(state, thread)` (the locks it holds
+    that keep other threads out) and `waits_for(state, thread)` (the threads holding what its next step waits for;
+    empty where it may run or is done).
+    """
+
+    @property
+    def threads(self) -> Sequence[str]: ...
+
+    def footprint(self, state: S_contra, thread: str) -> Footprint: ...
+
+    def future(self, state: S_contra, thread: str, held: frozenset[str] = ...) -> Footprint: ...
+
+    @property
+    def position(self) -> Callable[[S_contra, str], Hashable] | None: ...
+
+    @property
+    def held(self) -> Callable[[S_contra, str], frozenset[str]] | None: ...
+
+    @property
+    def waits_for(self) -> Callable[[S_contra, str], frozenset[str]] | None: ...
+
 
 class ModelWrapper(Generic[S]):
     """A model that passes everything to `inner`: subclasses change one method to watch or restrict it
@@ -148,6 +188,7 @@ class ModelWrapper(Generic[S]):
         self.liveness: Sequence[Liveness[S]] = inner.liveness
         self.terminal_ok: Callable[[S], bool] | None = inner.terminal_ok
         self.symmetric_key: Callable[[S], Hashable] | None = inner.symmetric_key
+        self.threaded: Threaded[S] | None = inner.threaded
 
     def initial(self) -> S:
         return self.inner.initial()

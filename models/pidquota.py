@@ -196,6 +196,8 @@ class PidQuotaModel:
     """A state without an enabled action is a deadlock (`Model.terminal_ok`)."""
     symmetric_key: Callable[[PQState], Hashable] | None = None
     """Set where the principals are alike (see `__init__`)."""
+    threaded = None
+    """The actions are no threads' steps (`Model.threaded`)."""
     action_names: Sequence[str] = ACTION_NAMES
     liveness: Sequence[Liveness[PQState]] = ()
 

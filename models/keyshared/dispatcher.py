@@ -117,9 +117,9 @@ class KeySharedModel:
     """The Key_Shared dispatcher of one variant, with the harness's client record; see the module doc."""
 
     mechanism = "keyshared"
-    terminal_ok = symmetric_key = None
-    """Neither optional member of `Model`: a state without an enabled action is a deadlock, and no values are
-    alike."""
+    terminal_ok = symmetric_key = threaded = None
+    """No optional member of `Model`: a state without an enabled action is a deadlock, no values are alike, and
+    the actions are no threads' steps."""
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "pip379") -> None:
         self.variant = variant

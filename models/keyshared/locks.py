@@ -55,7 +55,18 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
+from models.core import (
+    Action,
+    ActionNotEnabled,
+    Footprint,
+    Invariant,
+    Json,
+    Liveness,
+    Observation,
+    Param,
+    Threaded,
+    configured,
+)
 
 ORDERS = ("current", "locked-block", "pre23854", "unserialized")
 VARIANTS = ("pip379", "classic", "pip282")
@@ -538,9 +549,6 @@ def _reach(programs: tuple[tuple[Instruction, ...], ...], op: int, pc: int, step
     return frozenset(reads), frozenset(writes)
 
 
-Footprint = tuple[frozenset[str], frozenset[str]]
-
-
 SYNCHRONIZED = {"join": "addConsumer", "leave": "removeConsumer", "block": "trySendMessagesToConsumers"}
 """The dispatcher's synchronized method each dispatcher-side operation runs in."""
 
@@ -735,6 +743,12 @@ class KeySharedLocksModel:
             Invariant(name, _unbroken(name), text) for name, text in INVARIANTS if name not in unchecked)
         self.liveness: Sequence[Liveness[LocksState]] = ()
         self._initial = self._prime()
+
+    @property
+    def threaded(self) -> Threaded[LocksState]:
+        """A model of threads (`Model.threaded`): it declares every step's footprint, the futures, where a thread
+        is, the locks it holds and the threads it waits for."""
+        return self
 
     @functools.cached_property
     def _steps(self) -> tuple[tuple[tuple[Footprint, ...], ...], ...]:

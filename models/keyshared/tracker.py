@@ -316,8 +316,8 @@ class KeySharedTrackerModel:
     """The tracker scope of keyshared, for one variant (they all behave alike here)."""
 
     mechanism = "keyshared"
-    symmetric_key = None
-    """No values are alike (`Model.symmetric_key`)."""
+    symmetric_key = threaded = None
+    """No values are alike (`Model.symmetric_key`), and the actions are no threads' steps (`Model.threaded`)."""
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "pip379") -> None:
         self.variant = variant

@@ -25,9 +25,9 @@ class TopicListModel(SemaphoreScope, FlowsScope):
     """The topic-list limiter model (`mechanism = "topiclist"`), for one config and variant."""
 
     mechanism = "topiclist"
-    terminal_ok = symmetric_key = None
-    """Neither optional member of `Model`: a state without an enabled action is a deadlock, and no values are
-    alike."""
+    terminal_ok = symmetric_key = threaded = None
+    """No optional member of `Model`: a state without an enabled action is a deadlock, no values are alike, and
+    the actions are no threads' steps."""
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "current") -> None:
         check_arguments(self.mechanism, variant, VARIANTS, config, CONFIG_KEYS)

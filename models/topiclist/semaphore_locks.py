@@ -346,8 +346,9 @@ class SemaphoreLocksModel:
     """Two caller threads and the executor on one AsyncSemaphoreImpl; every interleaving of its scheduling points."""
 
     mechanism = "topiclist"
-    symmetric_key = None
-    """No values are alike (`Model.symmetric_key`)."""
+    symmetric_key = threaded = None
+    """No values are alike (`Model.symmetric_key`); the actions are the callers', the executor's and the clock's
+    steps, but no footprints are declared, so no reduction applies (`Model.threaded`)."""
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "current") -> None:
         self.variant = variant

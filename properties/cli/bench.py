@@ -133,7 +133,7 @@ def bench_reduction(mechanism: Mechanism) -> dict[str, object]:
     out: dict[str, object] = {}
     for name, config in mechanism.every_explore_config.items():
         model = mechanism.make_model(config, mechanism.current)
-        if getattr(model, "footprint", None) is None:
+        if model.threaded is None:
             continue
         full, full_figure = _search(model)
         started = time.perf_counter()

@@ -1,8 +1,8 @@
 """Reductions of an interleaving model, as model transformers the explorer runs unchanged (Stateright keeps its
 checkers apart from what they check; so do these): partial-order reduction and a preemption bound.
 
-Both apply to a model whose actions are threads' steps: the action's name is its thread, and the model lists
-its threads in `threads`.
+Both apply to a model whose actions are threads' steps, which it declares in `threaded` (a `models.core.Threaded`):
+the action's name is its thread, and the declaration lists the threads in `threads`.
 
 - `PartialOrder` (persistent sets, as in Godefroid's partial-order methods, grown by Valmari's stubborn-set
   closure): in each state only the enabled steps of a set of threads are explored, a set closed so that no
@@ -24,28 +24,21 @@ its threads in `threads`.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import networkx as nx
 
-from models.core import Action, Invariant, Json, Liveness, Model, Observation, Param
+from models.core import Action, Footprint, Invariant, Json, Liveness, Model, Observation, Param, Threaded
 
 S = TypeVar("S")
-S_contra = TypeVar("S_contra", contravariant=True)
-
-Footprint = tuple[frozenset[str], frozenset[str]]
-"""What a step (or the rest of a thread's program) reads and writes: two sets of shared-object names."""
 
 
-class Threaded(Protocol[S_contra]):
-    """A model of threads' steps that declares what each step touches (see the module docstring)."""
-
-    @property
-    def threads(self) -> Sequence[str]: ...
-
-    def footprint(self, state: S_contra, thread: str) -> Footprint: ...
-
-    def future(self, state: S_contra, thread: str, held: frozenset[str] = ...) -> Footprint: ...
+def threaded(model: Model[S]) -> Threaded[S]:
+    """The model's declaration of its threads (`Model.threaded`); a `ValueError` where it is no model of threads."""
+    declared = model.threaded
+    if declared is None:
+        raise ValueError(f"{model.mechanism}: a reduction needs a model of threads (it declares no `threads`)")
+    return declared
 
 
 def conflict(a: Footprint, b: Footprint) -> bool:
@@ -65,10 +58,7 @@ class _Wrapped(Generic[S]):
         self.mechanism, self.variant = inner.mechanism, inner.variant
         self.config: Mapping[str, Param] = inner.config
         self.action_names: Sequence[str] = inner.action_names
-        threads = getattr(inner, "threads", None)
-        if threads is None:
-            raise ValueError(f"{inner.mechanism}: a reduction needs a model of threads (it declares no `threads`)")
-        self.threads: Sequence[str] = threads
+        self.threads: Sequence[str] = threaded(inner).threads
 
 
 class PartialOrder(_Wrapped[S]):
@@ -77,13 +67,13 @@ class PartialOrder(_Wrapped[S]):
     def __init__(self, inner: Model[S]) -> None:
         super().__init__(inner)
         self.model = inner
-        if not hasattr(inner, "footprint") or not hasattr(inner, "future"):
-            raise ValueError(f"{inner.mechanism}: partial-order reduction needs declared footprints")
-        self.declared: Threaded[S] = inner  # type: ignore[assignment]
+        self.declared: Threaded[S] = threaded(inner)
+        self.threaded: Threaded[S] | None = self.declared
+        """The reduced model has the model's states and threads, so the model's declaration holds for it."""
         self.invariants: Sequence[Invariant[S]] = inner.invariants
         self.liveness: Sequence[Liveness[S]] = ()  # a reduced graph keeps safety, not AG EF
         self.terminal_ok: Callable[[S], bool] | None = inner.terminal_ok
-        self.position: Callable[[S, str], Hashable] | None = getattr(inner, "position", None)
+        self.position: Callable[[S, str], Hashable] | None = self.declared.position
         """Where a thread is, where the model declares it: what its footprint and futures depend on, so the
         threads' positions, the locks they hold and which are enabled decide the persistent set (memoized)."""
         self.chosen: dict[Hashable, frozenset[str]] = {}
@@ -118,7 +108,7 @@ class PartialOrder(_Wrapped[S]):
 
     def locks(self, state: S, thread: str) -> frozenset[str]:
         """The locks the thread holds that keep others out, where the model declares them (`held`)."""
-        held: Callable[[S, str], frozenset[str]] | None = getattr(self.model, "held", None)
+        held = self.declared.held
         return held(state, thread) if held is not None else frozenset()
 
     def _persistent(self, state: S, seed: str, steps: Mapping[str, Footprint],
@@ -148,8 +138,8 @@ class PartialOrder(_Wrapped[S]):
     def waits(self, state: S, thread: str) -> frozenset[str] | None:
         """The threads the thread's next step waits for, where the model declares them (`waits_for`) and it waits;
         None where it may run, is done, or the model does not say."""
-        declared: Callable[[S, str], frozenset[str]] | None = getattr(self.model, "waits_for", None)
-        waits = declared(state, thread) if declared is not None else frozenset()
+        waits_for = self.declared.waits_for
+        waits = waits_for(state, thread) if waits_for is not None else frozenset()
         return waits or None
 
     def step(self, state: S, action: Action) -> tuple[S, Observation]:
@@ -172,6 +162,9 @@ class Bounded(NamedTuple):
 
 class PreemptionBounded(_Wrapped[Bounded]):
     """The model where a run switches away from a still-enabled thread at most `bound` times."""
+
+    threaded = None
+    """Its states are `Bounded`, which the model's declaration does not describe: no reduction applies on top."""
 
     def __init__(self, inner: Model[Any], bound: int) -> None:
         super().__init__(inner)
@@ -217,10 +210,9 @@ def _within(inner: Footprint, outer: Footprint) -> bool:
     return inner[0] <= outer[0] | outer[1] and inner[1] <= outer[1]
 
 
-def _future_error(model: Model[S], state: S, thread: str, successor: S, held: frozenset[str]) -> str | None:
+def _future_error(declared: Threaded[S], state: S, thread: str, successor: S, held: frozenset[str]) -> str | None:
     """Why `future(state, thread, held)` does not cover the thread's step from `state` (to `successor`) and its
     future after it, or None."""
-    declared: Threaded[S] = model  # type: ignore[assignment]
     future = declared.future(state, thread, held)
     if not _within(declared.footprint(state, thread), future):
         return f"{thread}'s step is outside its declared future (other threads holding {sorted(held)})"
@@ -229,11 +221,10 @@ def _future_error(model: Model[S], state: S, thread: str, successor: S, held: fr
     return None
 
 
-def _waits_error(model: Model[S], waits_for: Callable[[S, str], frozenset[str]], state: S,
+def _waits_error(model: Model[S], threads: Sequence[str], waits_for: Callable[[S, str], frozenset[str]], state: S,
                  enabled: Mapping[str, Action]) -> str | None:
     """Why `waits_for` is wrong in `state`, or None: a thread said to wait is not enabled, and no step of a thread it
     does not wait for lets it go on."""
-    threads: Sequence[str] = model.threads  # type: ignore[attr-defined]
     for thread in threads:
         waits = waits_for(state, thread)
         if not waits:
@@ -252,25 +243,23 @@ def independence_error(model: Model[S], states: Sequence[S]) -> str | None:
     after the other and commute (the same state either way); each thread's declared future must cover its step
     and its future after it, also up to the locks another thread holds (`held`, where declared: a thread cannot
     step past an acquisition of one of them); and the full graph must be acyclic."""
-    declared: Threaded[S] = model  # type: ignore[assignment]
-    held: Callable[[S, str], frozenset[str]] | None = getattr(model, "held", None)
-    waits_for: Callable[[S, str], frozenset[str]] | None = getattr(model, "waits_for", None)
+    declared = threaded(model)
+    threads, held, waits_for = declared.threads, declared.held, declared.waits_for
     graph = nx.DiGraph()
     for state in states:
         enabled = {a.name: a for a in model.enabled(state)}
         if waits_for is not None:
-            error = _waits_error(model, waits_for, state, enabled)
+            error = _waits_error(model, threads, waits_for, state, enabled)
             if error is not None:
                 return error
         for a in enabled.values():
             successor = model.step(state, a)[0]
             graph.add_edge(model.key(state), model.key(successor))
-            threads: Sequence[str] = model.threads  # type: ignore[attr-defined]
             locks: list[frozenset[str]] = [frozenset()]
             if held is not None:
                 locks += [held(state, t) for t in threads if t != a.name]
             for locked in locks:
-                error = _future_error(model, state, a.name, successor, locked)
+                error = _future_error(declared, state, a.name, successor, locked)
                 if error is not None:
                     return error
         for t, a in enabled.items():
@@ -301,7 +290,7 @@ def shortest_path(model: Model[S], path: Sequence[Action], name: str) -> Shortes
     steps independent of it, and of what it depends on, commute behind it: the cut path still breaks `name` with
     its last step, which reads what it read), then a breadth-first search of the full model to one step less,
     which either finds a shorter path (then the shortest) or shows there is none."""
-    declared: Threaded[S] = model  # type: ignore[assignment]
+    declared = threaded(model)
     states = [model.initial()]
     for action in path:
         states.append(model.step(states[-1], action)[0])

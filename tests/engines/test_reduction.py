@@ -14,16 +14,10 @@ from typing import Any
 
 import pytest
 
-from models.core import Param
+from models.core import Footprint, ModelWrapper, Param
 from models.keyshared.locks import KeySharedLocksModel, LocksState
 from properties.engines.explorer import Exploration, explore
-from properties.engines.reduction import (
-    Footprint,
-    PartialOrder,
-    PreemptionBounded,
-    independence_error,
-    shortest_path,
-)
+from properties.engines.reduction import PartialOrder, PreemptionBounded, independence_error, shortest_path
 from properties.keyshared.binding import LOCKS_EXPLORE_CONFIGS, LOCKS_NIGHTLY_CONFIGS
 from tests.engines.tiny import CounterModel
 
@@ -133,3 +127,16 @@ def test_a_model_without_threads_is_refused() -> None:
         PartialOrder(CounterModel())
     with pytest.raises(ValueError, match="needs a model of threads"):
         PreemptionBounded(CounterModel(), 1)
+
+
+def test_the_declaration_passes_through_what_keeps_the_model_s_states() -> None:
+    """`Model.threaded`: a wrapper and a partial-order reduction keep the model's states, so they pass its declaration
+    on (`explore --por --preemption-bound K` bounds a reduced model); a preemption-bounded model's states are no longer
+    the model's, so nothing reduces it further."""
+    model = KeySharedLocksModel(LOCKS_EXPLORE_CONFIGS["locks"])
+    assert model.threaded is model
+    assert ModelWrapper(model).threaded is model and PartialOrder(model).threaded is model
+    bounded = PreemptionBounded(PartialOrder(model), 1)
+    assert bounded.threaded is None and bounded.threads == model.threads
+    with pytest.raises(ValueError, match="needs a model of threads"):
+        PartialOrder(bounded)

@@ -204,7 +204,7 @@ class Timers:
     """Arm a timer 2 ticks ahead (`arm(at)` names the absolute time, as traces record it); two armed
     timers break T-I1. Dropping an early `tick` makes every later recorded `arm(at)` impossible."""
 
-    terminal_ok = symmetric_key = None
+    terminal_ok = symmetric_key = threaded = None
 
     def __init__(self) -> None:
         self.mechanism, self.variant = "timers", "fixed"

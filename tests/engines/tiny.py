@@ -29,9 +29,9 @@ class Counter(NamedTuple):
 
 class CounterModel:
     mechanism = "tiny"
-    terminal_ok = symmetric_key = None
-    """Neither optional member of `Model`: a state without an enabled action is a deadlock, and no values are
-    alike."""
+    terminal_ok = symmetric_key = threaded = None
+    """No optional member of `Model`: a state without an enabled action is a deadlock, no values are alike, and
+    the actions are no threads' steps."""
     action_names: Sequence[str] = NAMES
 
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "fixed") -> None:

@@ -20,8 +20,9 @@ Holders = tuple[int, ...]
 
 class TokensModel:
     mechanism = "tokens"
-    terminal_ok = None
-    """A state without an enabled action is a deadlock (`Model.terminal_ok`)."""
+    terminal_ok = threaded = None
+    """A state without an enabled action is a deadlock (`Model.terminal_ok`); the actions are no threads' steps
+    (`Model.threaded`)."""
     action_names: Sequence[str] = ("take", "give")
 
     def __init__(self, holders: int = 3, capacity: int = 2, limit: int = 4, variant: str = "fixed") -> None:
