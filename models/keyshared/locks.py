@@ -8,7 +8,7 @@ steps of the dispatcher thread and of a connection thread interleave. This model
 lines) and splits it where the deterministic scheduler of `reference_impl.concurrent` does: before every
 lock acquisition and every atomic access (a release is no point: see `reference_impl/concurrent/executors.py`).
 
-Each thread runs a script of operations, each compiled (`program`) into instructions. An instruction with a
+Each thread runs a script of operations, each compiled (`compile_op`) into instructions. An instruction with a
 label is a scheduling point: a step runs the thread's next labelled instruction and then every unlabelled
 one after it, up to its next label (across operations), so the label a thread shows between steps is the
 Java operation it is about to perform (``"reduceRefCount: tracker.writeLock.lock"``), exactly the label the
@@ -46,14 +46,17 @@ the thread holds the tracker's lock (the #23854 rule); LK-5 no null dereference 
 null); LK-6 no dispatch is blocked by an entry that is already removed by a removal that decided not to call
 the unblocking handler (a lost wake-up).
 A configuration may leave invariants ``unchecked`` (Hypothesis ends a run at its first failure).
+
+This module holds the model and its step runner; the state and the configuration's defaults are in
+``lock_state.py``, the compiled programs (instructions, layout, scripts) in ``lock_program.py``, and what
+each instruction touches, which the partial-order reduction reads, in ``lock_footprints.py``.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import Any, NamedTuple
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
 
 from models.core import (
     Action,
@@ -67,634 +70,25 @@ from models.core import (
     Threaded,
     configured,
 )
-
-ORDERS = ("current", "locked-block", "pre23854", "unserialized")
-VARIANTS = ("pip379", "classic", "pip282")
-THREADS = ("dispatcher", "acker")
-WITH_MEMBERSHIP = (*THREADS, "membership")
-"""The threads when consumers join and leave on a thread of their own (a connection's), under the monitor."""
-ACTION_NAMES = (*WITH_MEMBERSHIP, "acker2")
-"""Every thread a configuration may have: `acker2` is consumer 2's connection, when it holds pending acks."""
-HASH = 1
-"""The first sticky hash of the scope (0 means "not set" upstream); a wider configuration has hashes 1 and 2."""
-SECOND = 10
-"""Consumer 2's pending acks at the start are entries SECOND, SECOND + 1, ... (consumer 1's are 0, 1, ...)."""
-INVARIANTS = (
-    ("LK-1", "no ref count is ever negative"),
-    ("LK-2", "no entry is removed by reduceRefCount while needed (its ref count above 0, or its consumer, not "
-             "leaving, holding a pending ack the client has not acked of a hash it no longer owns)"),
-    ("LK-3", "the entry reduceRefCount removes is the one it decremented"),
-    ("LK-4", "no unblocking call or stats update under the tracker lock (#23854)"),
-    ("LK-5", "no null dereference of the removed entry"),
-    ("LK-6", "no dispatch is blocked by an entry already removed without an unblocking call (lost wake-up)"),
+from models.keyshared.lock_footprints import Objects, reach
+from models.keyshared.lock_program import Instruction, compile_op, layout, moves, thread_script
+from models.keyshared.lock_state import (
+    ACTION_NAMES,
+    DEFAULT_CONFIG,
+    DONE,
+    EXEMPT,
+    INVARIANTS,
+    ORDERS,
+    SILENT,
+    UNBLOCKS,
+    UNDECIDED,
+    VARIANTS,
+    WITH_MEMBERSHIP,
+    Entry,
+    LocksState,
+    Registers,
+    Thread,
 )
-DONE = "done"
-
-DEFAULT_CONFIG: dict[str, Param] = {
-    "scope": "locks",
-    "order": "current",
-    "pending": 2,  # consumer 1's pending acks at the start: entries 0 .. pending-1 of hash 1, or one hash per entry
-    "dispatcher": ("join 2", "block", "leave 2", "block"),
-    "acker": ("ack 0", "ack 1"),
-    "membership": (),  # joins and leaves on a thread of their own (then the dispatcher thread only dispatches)
-    "unchecked": (),  # invariants left out (see the module doc)
-    "hashes": ((2, 1),),  # per hash, the consumers the selector prefers for it, most preferred first
-    "present": (1,),  # the consumers connected at the start
-    "pending2": (),  # consumer 2's pending acks at the start, one hash per entry (entries SECOND, SECOND + 1, ...)
-    "acker2": (),  # consumer 2's connection thread's script, like the acker's
-}
-
-# An entry's removal, as far as a blocked dispatch cares: not yet decided, decided to call the unblocking
-# handler (now or at the batch's end), decided not to (the entry was not blocking), or exempt (removed with
-# `closing` or lazily by its own drainer: nobody is owed a wake-up).
-UNDECIDED, UNBLOCKS, SILENT, EXEMPT = range(4)
-
-
-class Entry(NamedTuple):
-    """A DrainingHashEntry; threads keep references to entries the map no longer holds."""
-
-    consumer: int
-    incarnation: int  # which consumer object (a consumer that leaves and joins again is a new object)
-    ref_count: int
-    blocked: int
-    removal: int  # UNDECIDED, UNBLOCKS, SILENT or EXEMPT
-    hash: int  # the sticky hash it drains
-
-
-class Registers(NamedTuple):
-    """A thread's locals: the entry it read, the one it removed, its flags and its forEach's remaining acks."""
-
-    entry: int = -1
-    removed: int = -1
-    notify: bool = False
-    added: bool = False
-    closing: bool = False
-    raised: bool = False  # an exception is unwinding through a finally block
-    blocked: bool = False  # the dispatch's verdict
-    items: tuple[int, ...] = ()
-
-
-class Thread(NamedTuple):
-    op: int  # index of the current operation in the thread's script
-    pc: int  # index of its next instruction
-    regs: Registers
-
-
-class LocksState(NamedTuple):
-    """Per hash its owner and tracker slot, per consumer its object, map and stats; the locks; the ghosts."""
-
-    owners: tuple[int, ...]  # each hash's owner
-    incarnations: tuple[int, ...]  # each consumer's object (bumped by a join)
-    pending: tuple[tuple[int, ...], ...]  # each consumer's pending acks (entry ids)
-    closed: tuple[bool, ...]
-    slots: tuple[int, ...]  # for each hash, the entry the tracker's map holds, -1 if none
-    entries: tuple[Entry, ...]
-    batch_level: int
-    unblocked_while_batching: bool
-    stats: tuple[tuple[int, ...] | None, ...]  # each consumer's stats hashes, None if absent
-    tracker_lock: int  # the thread holding the tracker's write lock (the monitor before #23854), -1 if free
-    dispatcher_lock: int  # the thread holding the dispatcher's monitor (with a membership thread), -1 if free
-    map_writer: tuple[int, ...]
-    map_readers: tuple[tuple[int, ...], ...]
-    unblocked: tuple[int, ...]  # the unblocking handler's calls, in order (the hash, or -1 after a batch)
-    replay: tuple[int, ...]  # entry ids the closed consumers' maps handed to redelivery
-    blocks: tuple[bool, ...]  # each finished dispatch's verdict: blocked or not
-    acked: tuple[int, ...]  # ghost: the entry ids the client has acked (an ack is sent before it is processed)
-    threads: tuple[Thread, ...]
-    broken: tuple[str, ...]
-
-
-class Instruction(NamedTuple):
-    """One instruction: a labelled one is a scheduling point; `arg` is a consumer, an entry id or a value."""
-
-    label: str | None
-    code: str
-    arg: int = 0
-    target: int = -1  # where a conditional instruction jumps
-    hash: int = 0  # the sticky hash it works on; 0: the hash of the pending ack the thread's loop is at
-    consumer: int = 0  # an acker's consumer, where `arg` is an entry id
-    hashes: int = 0  # the hashes (a bit each) whose tracker state it may touch: for partial-order reduction
-
-
-class _Assembler:
-    """Builds one operation's instructions from upstream's methods, in the order the source runs them."""
-
-    def __init__(self, order: str, held: Mapping[int, int]) -> None:
-        self.order = order
-        self.held = held
-        """Per consumer, the hashes (a bit each) of its pending acks at the start: all its map will ever hold."""
-        self.drainers = tuple(c for c, mask in held.items() if mask)
-        """The consumers that may drain a hash (those holding pending acks at the start)."""
-        self.mask = sum(held.values()) | 1 << HASH
-        """The hashes the instructions emitted now may touch (narrowed inside a loop over a map, or for one hash)."""
-        self.code: list[Instruction] = []
-        self.pre = order == "pre23854"
-        self.serialized = order != "unserialized"
-        self.catching: list[int] | None = None
-        """Inside a handler batch: the instructions that may throw, whose `finally` ends the batch."""
-
-    def emit(self, label: str | None, code: str, arg: int = 0, *, hash: int = 0, consumer: int = 0) -> int:
-        self.code.append(Instruction(label, code, arg, -1, hash, consumer, 1 << hash if hash else self.mask))
-        return len(self.code) - 1
-
-    @contextmanager
-    def touching(self, mask: int) -> Iterator[None]:
-        """Instructions emitted inside touch only the hashes of `mask`."""
-        outer, self.mask = self.mask, mask
-        try:
-            yield
-        finally:
-            self.mask = outer
-
-    def jump_to_here(self, *sources: int) -> None:
-        for i in sources:
-            self.code[i] = self.code[i]._replace(target=len(self.code))
-
-    def tracker_label(self, method: str, write: bool) -> str:
-        if self.pre:
-            return f"{method}: tracker.lock"
-        return f"{method}: tracker.{'writeLock' if write else 'readLock'}.lock"
-
-    def map_lock(self, method: str, consumer: int, write: bool) -> None:
-        if self.serialized:
-            self.emit(f"{method}: map[{consumer}].{'writeLock' if write else 'readLock'}.lock",
-                      "map write" if write else "map read", consumer)
-
-    def map_unlock(self, consumer: int, write: bool) -> None:
-        if self.serialized:
-            self.emit(None, "map write off" if write else "map read off", consumer)
-
-    # -- DrainingHashesTracker ------------------------------------------------------------------------------
-    def reduce_ref_count(self, consumer: int, h: int) -> None:
-        """reduceRefCount(consumer, h, closing), `closing` in the register the caller set (`h` 0: the hash of the
-        pending ack the caller's loop is at)."""
-        with self.touching(1 << h if h else self.mask):
-            self._reduce_ref_count(consumer, h)
-
-    def _reduce_ref_count(self, consumer: int, h: int) -> None:
-        m = "reduceRefCount"
-        if self.pre:
-            self.emit(self.tracker_label(m, True), "monitor", 0)
-            none = self.emit(None, "get or return", hash=h)
-            zero = self.emit(None, "decrement or return")
-        else:
-            self.emit(self.tracker_label(m, False), "read entry", hash=h)
-            none = self.emit(None, "return if none")
-            self.emit(f"{m}: entry.refCount.decrementAndGet", "decrement")
-            zero = self.emit(None, "return unless zero")
-            self.emit(self.tracker_label(m, True), "tracker write")
-        throws = self.emit(None, "remove by key", consumer, hash=h)
-        if self.catching is not None:
-            self.catching.append(throws)
-        if self.pre:
-            self.emit(None, "read blocking")
-        else:
-            closing = self.emit(None, "skip if closing")
-            self.emit(f"{m}: entry.blockedCount.get", "read blocking")
-            self.jump_to_here(closing)
-            self.emit(None, "tracker write off")
-        self.stats(m, consumer, "clear", h)
-        self.notify(m, h)
-        if self.pre:
-            self.emit(None, "tracker write off")
-        self.jump_to_here(none, zero)
-        self.emit(None, "end call")
-
-    def add_entry(self, consumer: int, h: int) -> None:
-        m = "addEntry"
-        self.emit(self.tracker_label(m, True), "monitor" if self.pre else "tracker write")
-        self.emit(None, "get or create", consumer, hash=h)
-        if self.pre:
-            self.stats(m, consumer, "add", h)
-            self.emit(None, "increment")
-            self.emit(None, "tracker write off")
-        else:
-            self.emit(None, "tracker write off")
-            self.emit(f"{m}: entry.refCount.incrementAndGet", "increment")
-            self.stats(m, consumer, "add", h)
-        self.emit(None, "end call")
-
-    def stats(self, method: str, consumer: int, kind: str, h: int) -> None:
-        """A stats update under the consumer's stats lock, if the stats are there (`add`: if the entry is new)."""
-        skip = self.emit(None, "skip unless added" if kind == "add" else "skip unless stats", consumer)
-        self.emit(f"{method}: stats[{consumer}].writeLock.lock", f"stats {kind}", consumer, hash=h)
-        self.jump_to_here(skip)
-
-    def notify(self, method: str, h: int) -> None:
-        """The unblocking handler's call with the hash `h` (0: the loop's), or -1 (a batch's end)."""
-        skip = self.emit(None, "skip unless notify")
-        self.emit(f"{method}: stickyKeyHashUnblocked", "notify", -1 if h == -1 else 0, hash=max(h, 0))
-        self.jump_to_here(skip)
-
-    def should_block(self, h: int) -> None:
-        """The dispatch's shouldBlockStickyKeyHash(owner, h). Its lazy removal clears the drainer's stats: the
-        drainer is the owner, one of the consumers that hold pending acks (a branch each, their locks' labels
-        differ)."""
-        with self.touching(1 << h):
-            self._should_block(h)
-
-    def _should_block(self, h: int) -> None:
-        m = "shouldBlockStickyKeyHash"
-        if self.pre:
-            self.emit(self.tracker_label(m, False), "monitor", 0)
-            none = self.emit(None, "get or return", hash=h)
-        else:
-            self.emit(self.tracker_label(m, False), "read entry", hash=h)
-            none = self.emit(None, "return if none")
-        other = self.emit(None, "skip unless owner drains", hash=h)
-        if not self.pre:
-            self.emit(self.tracker_label(m, True), "tracker write")
-        self.emit(None, "remove if same", hash=h)
-        if not self.pre:
-            self.emit(None, "tracker write off")
-        cleared = []
-        for c in self.drainers:
-            skip = self.emit(None, "skip unless owner is", c, hash=h) if len(self.drainers) > 1 else -1
-            self.stats(m, c, "clear", h)
-            cleared.append(self.emit(None, "jump"))
-            if skip >= 0:
-                self.jump_to_here(skip)
-        self.jump_to_here(*cleared)
-        done = self.emit(None, "jump")
-        self.jump_to_here(other)
-        if self.order == "locked-block":
-            self.emit(self.tracker_label(m, True), "tracker write")
-            gone = self.emit(None, "return unless still mapped", hash=h)
-            self.emit(f"{m}: entry.blockedCount.incrementAndGet", "block", hash=h)
-            self.emit(None, "tracker write off")
-            self.jump_to_here(gone)
-        else:
-            self.emit(None if self.pre else f"{m}: entry.blockedCount.incrementAndGet", "block", hash=h)
-        self.jump_to_here(done)
-        if self.pre:
-            self.emit(None, "tracker write off")
-        self.jump_to_here(none)
-        self.emit(None, "end dispatch")
-
-    def start_batch(self) -> None:
-        self.emit(self.tracker_label("startBatch", True), "start batch")
-        self.catching = []
-
-    def end_batch(self) -> None:
-        """endBatch, in the `finally` of the batch: an exception thrown inside the batch comes here, then goes on."""
-        assert self.catching is not None
-        self.jump_to_here(*self.catching)
-        self.catching = None
-        self.emit(self.tracker_label("endBatch", True), "end batch")
-        if not self.pre:
-            self.emit(None, "tracker write off")
-        self.notify("endBatch", -1)
-        if self.pre:
-            self.emit(None, "tracker write off")
-        self.emit(None, "rethrow")
-
-    # -- PendingAcksMap and the dispatcher ------------------------------------------------------------------
-    def for_each(self, consumer: int, hashes: tuple[int, ...], body: Callable[[], None]) -> None:
-        """forEach over the consumer's pending acks: `body` for each ack of one of `hashes` (the updated ranges),
-        under the map's read lock."""
-        self.map_lock("forEach", consumer, write=False)
-        empty = self.emit(None, "for init", consumer)
-        start = len(self.code)
-        other = self.emit(None, "skip unless hash in", _mask(hashes))
-        with self.touching(self.held.get(consumer, 0) & _mask(hashes)):
-            body()
-        self.jump_to_here(other)
-        self.code.append(Instruction(None, "for next", consumer, start))
-        self.jump_to_here(empty)
-        self.map_unlock(consumer, write=False)
-
-    def register_adding(self, consumer: int, hashes: tuple[int, ...]) -> None:
-        """registerDrainingHashes' ADD part for `consumer`, which gained `hashes`."""
-
-        def body() -> None:
-            self.emit(self.tracker_label("getEntry", False), "read entry")
-            skip = self.emit(None, "skip unless drainer", consumer)
-            self.emit(None, "closing", 0)
-            self.reduce_ref_count(consumer, 0)
-            self.jump_to_here(skip)
-
-        self.for_each(consumer, hashes, body)
-
-    def remove_consumer(self, consumer: int, heirs: tuple[tuple[int, int], ...]) -> None:
-        """removeConsumer: the selector gives the leaver's hashes to their heirs (`heirs`: (hash, heir) pairs), the
-        leaver's map is closed in a batch (`closing` true), then the ADD part for each heir, and the leaver's stats
-        are dropped."""
-        for h, heir in heirs:
-            self.emit(None, "switch owner", heir, hash=h)
-        self.map_lock("forEachAndClose", consumer, write=True)
-        self.emit(None, "close", consumer)
-        self.start_batch()
-        empty = self.emit(None, "for init", consumer)
-        start = len(self.code)
-        self.emit(None, "to replay", consumer)
-        self.emit(None, "closing", 1)
-        with self.touching(self.held.get(consumer, 0)):
-            self.reduce_ref_count(consumer, 0)
-        self.code.append(Instruction(None, "for next", consumer, start))
-        self.jump_to_here(empty)
-        self.end_batch()
-        self.emit(None, "clear", consumer)
-        self.map_unlock(consumer, write=True)
-        for heir in sorted({heir for _, heir in heirs}):
-            self.register_adding(heir, tuple(h for h, c in heirs if c == heir))
-        self.emit(None, "consumer removed", consumer)
-
-    def join(self, consumer: int, losers: tuple[tuple[int, int], ...]) -> None:
-        """The consumer joins (a new object) and takes hashes from their owners (`losers`: (hash, loser) pairs):
-        registerDrainingHashes' REMOVE part for each loser."""
-        self.emit(None, "join", consumer)
-        for h, _ in losers:
-            self.emit(None, "switch owner", consumer, hash=h)
-        for loser in sorted({loser for _, loser in losers}):
-            self.for_each(loser, tuple(h for h, c in losers if c == loser), functools.partial(self.add_entry, loser, 0))
-
-    def ack(self, consumer: int, entry_id: int, h: int) -> None:
-        """PendingAcksMap.remove(l, e) on the consumer's connection: the handler runs inside the write lock."""
-        self.emit(None, "client acks", entry_id, consumer=consumer)
-        self.map_lock("remove", consumer, write=True)
-        absent = self.emit(None, "pop or skip", entry_id, consumer=consumer)
-        self.reduce_ref_count(consumer, h)
-        self.jump_to_here(absent)
-        self.map_unlock(consumer, write=True)
-
-    def ack_up_to(self, consumer: int, entry_id: int) -> None:
-        """removeAllUpTo: look under the read lock, then remove under the write lock in a handler batch."""
-        self.emit(None, "client acks up to", entry_id, consumer=consumer)
-        if self.serialized:
-            self.map_lock("removeAllUpTo", consumer, write=False)
-            nothing = self.emit(None, "look", entry_id, consumer=consumer)
-            self.map_unlock(consumer, write=False)
-        self.map_lock("removeAllUpTo", consumer, write=True)
-        empty = self.emit(None, "doomed", entry_id, consumer=consumer)
-        self.start_batch()
-        start = len(self.code)
-        gone = self.emit(None, "skip if gone", consumer=consumer)  # unserialized: a concurrent close took it
-        self.emit(None, "closing", 2, consumer=consumer)  # the map's closed flag
-        with self.touching(self.held.get(consumer, 0)):
-            self.reduce_ref_count(consumer, 0)
-        self.jump_to_here(gone)
-        self.code.append(Instruction(None, "drop next", consumer, start, 0, consumer))
-        self.end_batch()
-        self.jump_to_here(empty)
-        self.map_unlock(consumer, write=True)
-        if self.serialized:
-            self.jump_to_here(nothing)
-        self.emit(None, "end op")
-
-
-def _mask(hashes: tuple[int, ...]) -> int:
-    """The hashes as bits (bit h for hash h)."""
-    return functools.reduce(int.__or__, (1 << h for h in hashes), 0)
-
-
-class Objects(NamedTuple):
-    """What `_access` needs of the configuration: who may drain each hash, how many consumers, and whether the
-    order can throw (a null removal, only without the map locks)."""
-
-    drainers: Mapping[int, tuple[int, ...]]  # per hash, the consumers that may drain it
-    consumers: int
-    throws: bool
-
-
-def _access(ins: Instruction, objects: Objects) -> tuple[frozenset[str], frozenset[str]]:
-    """What one instruction reads and writes, by shared object, as finely as the state is: `tlock` (the holder of
-    the tracker's write lock or monitor; a read-lock acquisition, momentary here, reads it), `slot<h>` (the
-    tracker's map at hash h), `batch` (batch level and unblockedWhileBatching), `entries` (the list new entries
-    are appended to), `ref<h>`/`blk<h>` (the ref counts, and the blocked counts and removal marks, of hash h's
-    entries), `map<c>` (consumer c's PendingAcksMap: lock, acks, closed flag), `stats<c>`, `owner<h>`, `inc<c>`
-    (consumer c's object), `acked<c>` (what c's client acked), `unblocked` (the handler's calls, in order),
-    `dispatcher` (its monitor), `replay` and `blocks`. The flags a step raises are computed from what it reads;
-    LK-4 reads whether the step's own thread holds the tracker lock, which no other thread can change."""
-    code, c, who = ins.code, ins.arg, ins.consumer
-    hashes = [h for h in (1, 2) if ins.hashes >> h & 1]
-
-    def per_hash(*names: str) -> tuple[str, ...]:
-        return tuple(f"{name}{h}" for h in hashes for name in names)
-
-    drainers = sorted({d for h in hashes for d in objects.drainers.get(h, ())})
-    everyone = range(1, objects.consumers + 1)
-    unwinds = ("tlock", "dispatcher", *(f"map{x}" for x in everyone)) if objects.throws else ()
-    reads: dict[str, tuple[str, ...]] = {
-        "map read": (f"map{c}",), "read entry": ("tlock", *per_hash("slot")), "get or return": per_hash("slot"),
-        "closing": (f"map{who}",) if c == 2 else (), "read blocking": ("batch", *per_hash("blk")),
-        "skip unless stats": (f"stats{c}",), "start batch": ("tlock",),
-        "skip unless owner drains": (*per_hash("owner"), *(f"inc{x}" for x in everyone)),
-        "skip unless owner is": per_hash("owner"), "return unless still mapped": per_hash("slot"),
-        "block": (*per_hash("slot"), *per_hash("blk")), "for init": (f"map{c}",),
-        "skip unless drainer": (f"inc{c}",), "look": (f"map{who}",), "doomed": (f"map{who}",),
-        "skip if gone": (f"map{who}",), "return unless zero": per_hash("ref"),
-        "remove by key": (*per_hash("owner", "ref"), *(f"{o}{d}" for d in drainers for o in ("inc", "map", "acked"))),
-        "get or create": (f"inc{c}",),
-    }
-    writes: dict[str, tuple[str, ...]] = {
-        "map read": (f"map{c}",), "map read off": (f"map{c}",), "map write": (f"map{c}",),
-        "map write off": (f"map{c}",), "tracker write": ("tlock",), "monitor": ("tlock",),
-        "tracker write off": ("tlock",), "get or return": ("tlock",), "decrement": per_hash("ref"),
-        "decrement or return": ("tlock", *per_hash("ref")), "remove by key": (*per_hash("slot", "blk"), *unwinds),
-        "read blocking": ("batch", *per_hash("blk")), "stats add": (f"stats{c}",), "stats clear": (f"stats{c}",),
-        "notify": ("unblocked",), "get or create": ("entries", f"stats{c}", *per_hash("slot")),
-        "increment": per_hash("ref"), "remove if same": per_hash("slot", "blk"),
-        "return unless still mapped": ("tlock",), "block": per_hash("blk"), "end dispatch": ("blocks",),
-        "start batch": ("batch",), "end batch": ("tlock", "batch"), "switch owner": per_hash("owner"),
-        "join": (f"inc{c}", f"map{c}"), "close": (f"map{c}",), "to replay": ("replay",), "clear": (f"map{c}",),
-        "consumer removed": (f"stats{c}",), "pop or skip": (f"map{who}",), "look": (f"map{who}",),
-        "drop next": (f"map{who}",), "client acks": (f"acked{who}",), "client acks up to": (f"acked{who}",),
-        "rethrow": unwinds, "dispatcher lock": ("dispatcher",), "dispatcher unlock": ("dispatcher",),
-    }
-    return frozenset(reads.get(code, ())), frozenset(writes.get(code, ()))
-
-
-def _successors(programs: tuple[tuple[Instruction, ...], ...], op: int, pc: int) -> list[tuple[int, int]]:
-    """Where control may go after an instruction: its fall-through and its target, or the next operation's start."""
-    ins = programs[op][pc]
-    nexts = [ins.target] if ins.code == "jump" else [n for n in (pc + 1, ins.target) if n >= 0]
-    out = [(op, n) for n in nexts if n < len(programs[op])]
-    if any(n >= len(programs[op]) for n in nexts) and op + 1 < len(programs):
-        out.append((op + 1, 0))
-    return out
-
-
-def _waits(ins: Instruction, held: frozenset[str]) -> bool:
-    """Whether the instruction acquires a lock of `held` (see `KeySharedLocksModel.held`), so waits while it is held."""
-    code = ins.code
-    if code in ("read entry", "tracker write", "monitor", "start batch", "end batch"):
-        return "tlock" in held
-    if code == "dispatcher lock":
-        return "dispatcher" in held
-    if code == "map read":
-        return f"map{ins.arg}" in held
-    return code == "map write" and bool({f"map{ins.arg}", f"map{ins.arg}:read"} & held)
-
-
-def _reach(programs: tuple[tuple[Instruction, ...], ...], op: int, pc: int, step: bool,
-           objects: Objects, held: frozenset[str] = frozenset()) -> Footprint:
-    """The union of the accesses of every instruction reachable from (op, pc): for one `step`, up to the next
-    labels (a step runs across the end of an operation into the next one's unlabelled start); else to the end,
-    or to an acquisition of a lock of `held`, which waits there while another thread holds it."""
-    reads: set[str] = set()
-    writes: set[str] = set()
-    seen: set[tuple[int, int]] = set()
-    todo = [(op, pc)]
-    while todo:
-        at = todo.pop()
-        if at in seen or (step and at != (op, pc) and programs[at[0]][at[1]].label is not None):
-            continue
-        seen.add(at)
-        if held and _waits(programs[at[0]][at[1]], held):
-            continue
-        r, w = _access(programs[at[0]][at[1]], objects)
-        reads |= r
-        writes |= w
-        todo.extend(_successors(programs, *at))
-    return frozenset(reads), frozenset(writes)
-
-
-SYNCHRONIZED = {"join": "addConsumer", "leave": "removeConsumer", "block": "trySendMessagesToConsumers"}
-"""The dispatcher's synchronized method each dispatcher-side operation runs in."""
-
-Moves = tuple[tuple[int, int], ...]
-"""The hashes a membership change moves: (hash, the consumer that loses it) for a join, (hash, its heir) for a
-leave."""
-
-
-class Layout(NamedTuple):
-    """The configuration's consumers and hashes, parsed once (the model's and the reference's)."""
-
-    prefer: tuple[tuple[int, ...], ...]  # per hash (hash h at index h - 1), the consumers preferred for it, in order
-    consumers: int  # consumer ids are 1 .. consumers
-    present: tuple[int, ...]  # connected at the start
-    acks: tuple[tuple[int, ...], ...]  # per consumer, its pending acks (entry ids) at the start
-    hash_of: Mapping[int, int]  # each pending ack's hash
-
-    @property
-    def hashes(self) -> tuple[int, ...]:
-        return tuple(range(1, len(self.prefer) + 1))
-
-    def owner(self, h: int, present: set[int] | tuple[int, ...]) -> int | None:
-        """The selector's choice for hash `h`: its most preferred connected consumer (consistent hashing gives a
-        hash to the first consumer clockwise on the ring, so a join takes hashes only from their owners and a leave
-        gives its hashes to the next in line)."""
-        return next((c for c in self.prefer[h - 1] if c in present), None)
-
-    def owners(self) -> tuple[int, ...]:
-        return tuple(int(self.owner(h, self.present) or 0) for h in self.hashes)
-
-    @property
-    def held(self) -> dict[int, int]:
-        """Per consumer, the hashes (a bit each) of its pending acks at the start: all its map will ever hold."""
-        return {c + 1: _mask(tuple(self.hash_of[e] for e in acks)) for c, acks in enumerate(self.acks)}
-
-
-def layout(config: Mapping[str, Param]) -> Layout:
-    """The consumers, hashes and pending acks of a lock configuration (`hashes`, `present`, `pending`,
-    `pending2`), or a ValueError saying what is wrong."""
-    prefer = config["hashes"]
-    if (not isinstance(prefer, tuple) or not 1 <= len(prefer) <= 2
-            or not all(isinstance(p, tuple) and p and all(isinstance(c, int) and 1 <= c <= 3 for c in p)
-                       and len(set(p)) == len(p) for p in prefer)):
-        raise ValueError("keyshared lock config hashes must be one or two tuples of consumer ids (1..3), most "
-                         "preferred first")
-    prefers = tuple(tuple(c for c in p if isinstance(c, int)) for p in prefer if isinstance(p, tuple))
-    consumers = max(2, *(max(p) for p in prefers))
-    present = config["present"]
-    if not isinstance(present, tuple) or not all(isinstance(c, int) and 1 <= c <= consumers for c in present):
-        raise ValueError(f"keyshared lock config present must be a tuple of consumer ids (1..{consumers})")
-    acks: list[tuple[int, ...]] = [() for _ in range(consumers)]
-    hash_of: dict[int, int] = {}
-    for consumer, key, first in ((1, "pending", 0), (2, "pending2", SECOND)):
-        value = config[key]
-        held = (HASH,) * value if isinstance(value, int) and not isinstance(value, bool) else value
-        if (not isinstance(held, tuple) or len(held) > 4
-                or not all(isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= len(prefers) for h in held)):
-            raise ValueError(f"keyshared lock config {key}: 0 to 4 pending acks (a count of hash 1's, or one hash "
-                             f"each, of 1..{len(prefers)})")
-        if held and consumer not in present:
-            raise ValueError(f"keyshared lock config {key}: consumer {consumer} holds pending acks but is not present")
-        acks[consumer - 1] = tuple(range(first, first + len(held)))
-        hash_of.update(zip(acks[consumer - 1], (int(h) for h in held if isinstance(h, int)), strict=True))
-    result = Layout(prefers, consumers, tuple(int(c) for c in present if isinstance(c, int)), tuple(acks), hash_of)
-    owners = result.owners()
-    if 0 in owners:
-        raise ValueError("keyshared lock config: every hash needs a present consumer at the start")
-    if any(owners[hash_of[e] - 1] != c + 1 for c, held in enumerate(acks) for e in held):
-        raise ValueError("keyshared lock config: a consumer's pending acks at the start are of hashes it owns (else "
-                         "the tracker would already hold draining entries for them)")
-    return result
-
-
-def compile_op(order: str, op: str, moves: Moves, scope: Layout, consumer: int = 0,
-               monitor: bool = False) -> tuple[Instruction, ...]:
-    """One script operation as instructions (see `_Assembler`); `moves` are the hashes a membership change moves,
-    `consumer` an acker's; with `monitor`, a dispatcher-side operation runs inside the dispatcher's monitor (its
-    `synchronized` method)."""
-    asm = _Assembler(order, scope.held)
-    word, _, arg = op.partition(" ")
-    if monitor and word in SYNCHRONIZED:
-        asm.emit(f"{SYNCHRONIZED[word]}: dispatcher.lock", "dispatcher lock")
-    if word == "join":
-        asm.join(int(arg), moves)
-    elif word == "leave":
-        asm.remove_consumer(int(arg), moves)
-    elif word == "block":
-        asm.should_block(int(arg or HASH))
-    elif word == "ack":
-        asm.ack(consumer, int(arg), scope.hash_of[int(arg)])
-    elif word == "ack-up-to":
-        asm.ack_up_to(consumer, int(arg))
-    else:
-        raise ValueError(f"keyshared lock config: unknown operation {op!r}")
-    if monitor and word in SYNCHRONIZED:
-        asm.emit(None, "dispatcher unlock")
-    asm.emit(None, "end op")
-    return tuple(asm.code)
-
-
-def moves(script: tuple[str, ...], scope: Layout) -> tuple[Moves, ...]:
-    """The hashes each membership change moves. Only one thread changes membership, so this is known before any
-    interleaving; a script that joins a present consumer, loses one that is gone or leaves a hash without a
-    consumer is refused."""
-    present, out = set(scope.present), []
-    for op in script:
-        word, _, arg = op.partition(" ")
-        c = int(arg) if arg.isdigit() else 0
-        before = {h: scope.owner(h, present) for h in scope.hashes}
-        if word == "join" and c not in present:
-            present.add(c)
-            out.append(tuple((h, int(before[h] or 0)) for h in scope.hashes if scope.owner(h, present) != before[h]))
-        elif word == "leave" and c in present and len(present) > 1:
-            present.discard(c)
-            heirs = tuple((h, scope.owner(h, present)) for h in scope.hashes if before[h] == c)
-            if any(heir is None for _, heir in heirs):
-                raise ValueError(f"keyshared lock config: {op!r} leaves a hash no other present consumer takes")
-            out.append(tuple((h, int(heir or 0)) for h, heir in heirs))
-        elif word == "block":
-            out.append(())
-        else:
-            raise ValueError(f"keyshared lock config: {op!r} with consumers {sorted(present)} present (a join needs "
-                             "its consumer gone, a leave needs it present and another one)")
-    return tuple(out)
-
-
-def _script(config: Mapping[str, Param], name: str, scope: Layout, acker: int = 0) -> tuple[str, ...]:
-    """A thread's script: a dispatcher's or the membership thread's (`join C`, `leave C`, `block`, `block H`), or
-    consumer `acker`'s (`ack N` and `ack-up-to N`, N one of its pending acks at the start)."""
-    script = config[name]
-    ops = [op for op in script if isinstance(op, str)] if isinstance(script, tuple) else []
-    if not isinstance(script, tuple) or len(ops) != len(script):
-        raise ValueError(f"keyshared lock config {name} must be a tuple of operations")
-    consumers = range(1, scope.consumers + 1)
-    for op in ops:
-        word, _, arg = op.partition(" ")
-        if acker:
-            ok = word in ("ack", "ack-up-to") and arg.isdigit() and int(arg) in scope.acks[acker - 1]
-            choices = f"'ack N', 'ack-up-to N' (N one of {list(scope.acks[acker - 1])})"
-        else:
-            ok = (word in ("join", "leave") and arg.isdigit() and int(arg) in consumers) or (
-                word == "block" and (not arg or (arg.isdigit() and int(arg) in scope.hashes)))
-            choices = "'join C', 'leave C', 'block' or 'block H'"
-        if not ok:
-            raise ValueError(f"keyshared lock config {name}: {op!r} is not one of {choices}")
-    return tuple(ops)
 
 
 class KeySharedLocksModel:
@@ -719,14 +113,14 @@ class KeySharedLocksModel:
             raise ValueError(f"keyshared lock config unchecked must be a tuple of invariant names ({', '.join(names)})")
         self.order = str(order)
         self.layout = scope = layout(self.config)
-        membership = _script(self.config, "membership", scope)
+        membership = thread_script(self.config, "membership", scope)
         if any(op.startswith("block") for op in membership):
             raise ValueError("keyshared lock config membership: only joins and leaves (the dispatcher dispatches)")
         self.monitored = bool(membership)
-        dispatcher = _script(self.config, "dispatcher", scope)
+        dispatcher = thread_script(self.config, "dispatcher", scope)
         if membership and not all(op.startswith("block") for op in dispatcher):
             raise ValueError("keyshared lock config dispatcher: only 'block' with a membership thread")
-        acker, acker2 = _script(self.config, "acker", scope, 1), _script(self.config, "acker2", scope, 2)
+        acker, acker2 = thread_script(self.config, "acker", scope, 1), thread_script(self.config, "acker2", scope, 2)
         named = [("dispatcher", dispatcher, 0, moves(dispatcher, scope)), ("acker", acker, 1, ((),) * len(acker))]
         if acker2:
             named.append(("acker2", acker2, 2, ((),) * len(acker2)))
@@ -762,7 +156,7 @@ class KeySharedLocksModel:
                        scope.consumers, self.order == "unserialized")
 
     def _footprints(self, step: bool) -> tuple[tuple[tuple[Footprint, ...], ...], ...]:
-        return tuple(tuple(tuple(_reach(programs, op, pc, step, self._objects) for pc in range(len(program)))
+        return tuple(tuple(tuple(reach(programs, op, pc, step, self._objects) for pc in range(len(program)))
                            for op, program in enumerate(programs)) for programs in self.programs)
 
     @functools.cached_property
@@ -774,7 +168,7 @@ class KeySharedLocksModel:
         return [self.threads[i] for i in threads]
 
     def footprint(self, state: LocksState, thread: str) -> Footprint:
-        """What the thread's next step reads and writes (see `_access`), for partial-order reduction."""
+        """What the thread's next step reads and writes (see `lock_footprints`), for partial-order reduction."""
         i = self.threads.index(thread)
         t = state.threads[i]
         return self._steps[i][t.op][t.pc] if t.op < len(self.programs[i]) else (frozenset(), frozenset())
@@ -789,7 +183,7 @@ class KeySharedLocksModel:
         key = (i, t.op, t.pc, held)
         known = self._futures.get(key)
         if known is None:
-            known = self._futures[key] = _reach(self.programs[i], t.op, t.pc, False, self._objects, held)
+            known = self._futures[key] = reach(self.programs[i], t.op, t.pc, False, self._objects, held)
         return known
 
     def position(self, state: LocksState, thread: str) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from models.core import Model, Param
 from models.keyshared import KeySharedModel
-from models.keyshared.locks import DEFAULT_CONFIG as LOCKS_DEFAULT_CONFIG
+from models.keyshared.lock_state import DEFAULT_CONFIG as LOCKS_DEFAULT_CONFIG
 from models.keyshared.locks import KeySharedLocksModel
 from models.keyshared.tracker import EXPLORE_CONFIG as TRACKER_EXPLORE_CONFIG
 from models.keyshared.tracker import HYPOTHESIS_CONFIG as TRACKER_HYPOTHESIS_CONFIG

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 from models.core import Json, Param
 from models.keyshared import CAME_BACK, JUMP_RELEASED, PROMOTED, RESET_BACK, UNBLOCKED_IN_PASS, claims, sticky_hash
-from models.keyshared.locks import HASH
+from models.keyshared.lock_state import HASH
 from models.keyshared.state import DEFAULT_CONFIG
 from models.keyshared.tracker import ACROSS_LEDGERS, HASH_NOT_SET, KEPT_MISMATCH, OVERWROTE
 from properties.engines.coverage import as_int, as_list

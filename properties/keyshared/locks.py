@@ -21,13 +21,14 @@ from collections.abc import Iterable, Mapping
 from functools import partial
 
 from models.core import Action, Json, Observation, Param
-from models.keyshared.locks import DONE, HASH, KeySharedLocksModel
+from models.keyshared.lock_state import DONE, HASH
+from models.keyshared.locks import KeySharedLocksModel
 from properties.engines.lockstep import BaseImplementation
 from reference_impl.concurrent.executors import World
 from reference_impl.keyshared.lock_level import DrainingHashEntry, NullPointerException, StickyKeyDispatcher
 
 UNBLOCKS, SILENT, READ_PENDING, EXEMPT = "unblocks", "silent", "read pending", "exempt"
-"""What a removal decided, as far as a blocked dispatch cares (as `models.keyshared.locks` marks its entries)."""
+"""What a removal decided, as far as a blocked dispatch cares (as `models.keyshared.lock_state` marks its entries)."""
 
 
 class KeySharedLocksReference(BaseImplementation):

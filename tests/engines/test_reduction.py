@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from models.core import Footprint, ModelWrapper, Param
-from models.keyshared.locks import KeySharedLocksModel, LocksState
+from models.keyshared.lock_state import LocksState
+from models.keyshared.locks import KeySharedLocksModel
 from properties.engines.explorer import Exploration, explore
 from properties.engines.reduction import PartialOrder, PreemptionBounded, independence_error, shortest_path
 from properties.keyshared.binding import LOCKS_EXPLORE_CONFIGS, LOCKS_NIGHTLY_CONFIGS

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 import pytest
 
 from models.core import Action, Param
-from models.keyshared.locks import DEFAULT_CONFIG, THREADS, KeySharedLocksModel, LocksState
+from models.keyshared.lock_state import DEFAULT_CONFIG, THREADS, LocksState
+from models.keyshared.locks import KeySharedLocksModel
 from properties.engines.conformance import conform, run_walk
 from properties.engines.explorer import Exploration, explore
 from properties.keyshared.binding import (
