@@ -208,3 +208,23 @@ def test_a_mechanism_named_in_code_is_seen_and_a_docstring_is_not() -> None:
     """The rule's twin: the reader finds the name in a string, an import and an identifier, not in a docstring."""
     source = '"""About keyshared."""\nimport properties.keyshared\nX = "delayed"\nkeyshared_check = 1\n'
     assert _named(source) == ["line 2: 'properties.keyshared'", "line 3: 'delayed'", "line 4: 'keyshared_check'"]
+
+
+def _underscore_names(source: str) -> list[str]:
+    """The underscore names `source` imports from other modules, as module.name."""
+    return [f"{node.module}.{alias.name}" for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)
+            for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+
+
+def test_no_module_imports_another_modules_underscore_names() -> None:
+    """A name another module needs is public; an underscore says "only this module", so an import of one lies."""
+    tests = {_module(p): p for p in (ROOT / "tests").rglob("*.py")}
+    private = [f"{module}: {name}" for module, path in {**_modules(), **tests}.items()
+               for name in _underscore_names(path.read_text(encoding="utf-8"))]
+    assert private == []
+
+
+def test_the_underscore_rule_sees_an_import_of_a_private_name() -> None:
+    """Its twin: a module importing `_private` is reported, `__future__`'s dunder names are not."""
+    source = "from __future__ import annotations\nfrom models.core import _private, Action\n"
+    assert _underscore_names(source) == ["models.core._private"]
