@@ -20,8 +20,6 @@ Each scope lists its own keys: `semaphore.py`, `flows.py`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from models.core import Param
 
 VARIANTS = ("current", "no_exceptional_release")
@@ -135,34 +133,6 @@ HYPOTHESIS_FLOWS_CONFIG: dict[str, Param] = {
 
 # ---------------------------------------------------------------------------------------------
 # Parsing
-
-
-def _bool(cfg: Mapping[str, Param], key: str, default: bool) -> bool:
-    v = cfg.get(key, default)
-    if not isinstance(v, bool):
-        raise ValueError(f"topiclist config {key!r} must be a bool, not {v!r}")
-    return v
-
-
-def _int(cfg: Mapping[str, Param], key: str, default: int) -> int:
-    v = cfg.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f"topiclist config {key!r} must be an int, not {v!r}")
-    return v
-
-
-def _ints(cfg: Mapping[str, Param], key: str, default: tuple[int, ...]) -> tuple[int, ...]:
-    v = cfg.get(key, default)
-    if not isinstance(v, tuple) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        raise ValueError(f"topiclist config {key!r} must be a tuple of ints, not {v!r}")
-    return tuple(int(x) for x in v)  # type: ignore[arg-type]
-
-
-def _strs(cfg: Mapping[str, Param], key: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    v = cfg.get(key, default)
-    if not isinstance(v, tuple) or not all(isinstance(x, str) for x in v):
-        raise ValueError(f"topiclist config {key!r} must be a tuple of strings, not {v!r}")
-    return tuple(str(x) for x in v)
 
 
 def topic_tuple(v: Param, key: str) -> tuple[str, ...]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from models.core import Json, Param
+from models.core import ConfigReader, Json, Param
 from models.topiclist.common import BACKOFF_INITIAL_MS, BROKER_ERROR_MESSAGES, Msg, topics_hash, wire_size
-from models.topiclist.configs import NAMESPACE, TOPIC_A, _bool, _int, _strs, topic_tuple
+from models.topiclist.configs import NAMESPACE, TOPIC_A, topic_tuple
 from models.topiclist.flow_state import UNSET, Conn, FlowState, Holder
 from models.topiclist.scope import ScopeBase
 
@@ -21,11 +21,16 @@ class FlowConfig(ScopeBase):
     """The flows scope's configuration keys (see `flows.py`), parsed, and what the world reads."""
 
     def _read_flows_config(self, cfg: Mapping[str, Param]) -> None:
-        heap = (_int(cfg, "heap_max", 100), _int(cfg, "heap_queue", 2), _int(cfg, "heap_timeout_ms", 100))
+        read = ConfigReader("topiclist", cfg)
+        heap = (
+            read.integer("heap_max", default=100),
+            read.integer("heap_queue", default=2),
+            read.integer("heap_timeout_ms", default=100),
+        )
         direct = (
-            _int(cfg, "direct_max", 100),
-            _int(cfg, "direct_queue", 2),
-            _int(cfg, "direct_timeout_ms", 100),
+            read.integer("direct_max", default=100),
+            read.integer("direct_queue", default=2),
+            read.integer("direct_timeout_ms", default=100),
         )
         pl = cfg.get("proxy_limiter", "shared")
         if pl not in ("shared", "own"):
@@ -37,11 +42,11 @@ class FlowConfig(ScopeBase):
         self.pool_timeout = tuple(p[2] for p in pools)
         self.proxy_lim = 2 if self.own_proxy_limiter else 0
         self.limiters: tuple[str, ...] = ("broker", "proxy") if self.own_proxy_limiter else ("broker",)
-        self.lookup_max = _int(cfg, "lookup_max", 50000)
-        self.proxy_lookup_max = _int(cfg, "proxy_lookup_max", 50000)
-        self.nconns = _int(cfg, "connections", 1)
-        self.namespaces = _strs(cfg, "namespaces", (NAMESPACE,))
-        modes = _strs(cfg, "modes", ("PERSISTENT",))
+        self.lookup_max = read.integer("lookup_max", default=50000)
+        self.proxy_lookup_max = read.integer("proxy_lookup_max", default=50000)
+        self.nconns = read.integer("connections", default=1)
+        self.namespaces = read.strings("namespaces", default=(NAMESPACE,))
+        modes = read.strings("modes", default=("PERSISTENT",))
         self.modes = modes if "PERSISTENT" in modes else (*modes, "PERSISTENT")
         self.offered_modes = tuple(range(len(modes)))
         self.persistent_mode = self.modes.index("PERSISTENT")
@@ -49,7 +54,7 @@ class FlowConfig(ScopeBase):
         if not isinstance(tl, tuple):
             raise ValueError("topiclist config 'topic_lists' must be a tuple of topic lists")
         self.topic_lists = tuple(topic_tuple(t, "topic_lists") for t in tl)
-        flows = _strs(cfg, "flows", ("broker",))
+        flows = read.strings("flows", default=("broker",))
         for f in flows:
             if f not in ("broker", "proxy", "watch"):
                 raise ValueError(f"topiclist config 'flows': unknown flow {f!r}")
@@ -60,16 +65,16 @@ class FlowConfig(ScopeBase):
         self.broker_conns = tuple(range(nb))
         self.proxy_conns = tuple(range(nb, nb + npx))
         self.conn_worlds = ("broker",) * nb + ("proxy",) * npx
-        self.use_hashes = _bool(cfg, "use_hashes", False)
-        self.listing_errors = _bool(cfg, "listing_errors", True)
-        self.broker_errors = _strs(cfg, "broker_errors", ())
+        self.use_hashes = read.flag("use_hashes", default=False)
+        self.listing_errors = read.flag("listing_errors", default=True)
+        self.broker_errors = read.strings("broker_errors", default=())
         for k in self.broker_errors:
             if k not in BROKER_ERROR_MESSAGES:
                 raise ValueError(f"topiclist config 'broker_errors': unknown error kind {k!r}")
-        self.write_failures = _bool(cfg, "write_failures", True)
-        self.faults = _bool(cfg, "faults", True)
-        self.allow_deny = _bool(cfg, "allow_deny", False)
-        self.max_topic_changes = _int(cfg, "max_topic_changes", 0)
+        self.write_failures = read.flag("write_failures", default=True)
+        self.faults = read.flag("faults", default=True)
+        self.allow_deny = read.flag("allow_deny", default=False)
+        self.max_topic_changes = read.integer("max_topic_changes", default=0)
         tc = cfg.get("topic_changes", ())
         if not isinstance(tc, tuple):
             raise ValueError("topiclist config 'topic_changes' must be a tuple of (new, deleted) pairs")

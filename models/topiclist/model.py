@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import cast
 
-from models.core import Action, Invariant, Json, Liveness, Observation, Param, check_arguments
+from models.core import Action, ConfigReader, Invariant, Json, Liveness, Observation, Param, check_arguments
 from models.topiclist.common import DEFERRED, insert_entry, make_entry
-from models.topiclist.configs import CONFIG_KEYS, EXPLORE_CONFIG, VARIANTS, _bool, _int, _ints
+from models.topiclist.configs import CONFIG_KEYS, EXPLORE_CONFIG, VARIANTS
 from models.topiclist.flow_state import FlowState
 from models.topiclist.flows import FLOW_ACTIONS, FLOW_HARNESS, FlowsScope
 from models.topiclist.semaphore import SemaphoreScope, SemState
@@ -32,6 +32,7 @@ class TopicListModel(SemaphoreScope, FlowsScope):
     def __init__(self, config: Mapping[str, Param] | None = None, variant: str = "current") -> None:
         check_arguments(self.mechanism, variant, VARIANTS, config, CONFIG_KEYS)
         cfg: dict[str, Param] = dict(EXPLORE_CONFIG if config is None else config)
+        read = ConfigReader("topiclist", cfg)
         self.config: Mapping[str, Param] = cfg
         self.variant = variant
         self.current = variant == "current"
@@ -39,10 +40,10 @@ class TopicListModel(SemaphoreScope, FlowsScope):
         if scope not in ("semaphore", "flows"):
             raise ValueError(f"topiclist config 'scope' must be 'semaphore' or 'flows', not {scope!r}")
         self.scope: str = str(scope)
-        self.dts = _ints(cfg, "dts", ())
-        self.advance_next = _bool(cfg, "advance_next", True)
-        self.max_requests = _int(cfg, "max_requests", 4)
-        self.allow_close = _bool(cfg, "allow_close", True)
+        self.dts = read.integers("dts", default=())
+        self.advance_next = read.flag("advance_next", default=True)
+        self.max_requests = read.integer("max_requests", default=4)
+        self.allow_close = read.flag("allow_close", default=True)
         self._adv_cache: dict[int, Action] = {}
         if self.scope == "semaphore":
             self._init_semaphore(cfg)

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from models.core import Action, ActionNotEnabled, Invariant, Json, Observation, Param
+from models.core import Action, ActionNotEnabled, ConfigReader, Invariant, Json, Observation, Param
 from models.topiclist.common import (
     DEFERRED,
     GRANTED,
@@ -54,7 +54,6 @@ from models.topiclist.common import (
     too_large_message,
     tuple_insert_entry,
 )
-from models.topiclist.configs import _bool, _int, _ints
 from models.topiclist.pools import Pools
 from models.topiclist.scope import ScopeBase
 
@@ -184,13 +183,14 @@ class SemaphoreScope(ScopeBase):
     """The semaphore scope's half of `TopicListModel`."""
 
     def _init_semaphore(self, cfg: Mapping[str, Param]) -> None:
-        self.max_permits = _int(cfg, "max_permits", 4)
+        read = ConfigReader("topiclist", cfg)
+        self.max_permits = read.integer("max_permits", default=4)
         self.pool_max = (self.max_permits,)
-        self.pool_queue = (_int(cfg, "max_queue_size", 3),)
-        self.pool_timeout = (_int(cfg, "timeout_ms", 100),)
-        self.sizes = _ints(cfg, "sizes", (1, 2))
-        self.invalid_sizes = _bool(cfg, "invalid_sizes", False)
-        self.release_zero = _bool(cfg, "release_zero", False)
+        self.pool_queue = (read.integer("max_queue_size", default=3),)
+        self.pool_timeout = (read.integer("timeout_ms", default=100),)
+        self.sizes = read.integers("sizes", default=(1, 2))
+        self.invalid_sizes = read.flag("invalid_sizes", default=False)
+        self.release_zero = read.flag("release_zero", default=False)
         self.bounded = self.max_permits > 0
         invalid: list[int] = [-1]
         if self.bounded:
