@@ -57,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import cast
 
-from models.core import Action, ActionNotEnabled, Json, Observation, Param
+from models.core import Action, ActionNotEnabled, Json, Observation, Param, int_param
 from models.topiclist.common import BROKER_ERROR_MESSAGES, LISTING_ERROR, topics_hash
 from models.topiclist.configs import topic_tuple
 from models.topiclist.flow_state import (
@@ -263,7 +263,7 @@ class FlowsScope(FlowView):
         name = action.name
         p = action.as_dict()
         if name in ("get_topics", "proxy_get_topics", "watch"):
-            conn = cast(int, p["conn"])
+            conn = int_param(action, "conn")
             ns = self.namespaces.index(str(p["namespace"]))
             h = str(p["topics_hash"])
             if name == "watch":
@@ -275,9 +275,9 @@ class FlowsScope(FlowView):
                 else:
                     w.proxy_get_topics(conn, ns, mode, h)
         elif name == "watch_close":
-            w.watch_close(cast(int, p["conn"]), cast(int, p["watcher_id"]))
+            w.watch_close(int_param(action, "conn"), int_param(action, "watcher_id"))
         elif name == "complete_listing" or name == "complete_broker_response":
-            rid = cast(int, p["id"])
+            rid = int_param(action, "id")
             if "topics" in p:
                 topics = topic_tuple(p["topics"], "topics")
                 w.listing_done(rid, topics, str(p.get("hash", "")))
@@ -287,11 +287,11 @@ class FlowsScope(FlowView):
                 kind = str(p["error_kind"])
                 w.listing_failed(rid, BROKER_ERROR_MESSAGES[kind], kind)
         elif name == "complete_write":
-            w.complete_write(cast(int, p["id"]), bool(p["ok"]))
+            w.complete_write(int_param(action, "id"), bool(p["ok"]))
         elif name == "arm_serialization_fault":
-            w.reqs[cast(int, p["request_id"])][F_FAULT] = True
+            w.reqs[int_param(action, "request_id")][F_FAULT] = True
         elif name == "disconnect":
-            w.conns[cast(int, p["conn"])][0] = False
+            w.conns[int_param(action, "conn")][0] = False
         elif name == "deny_authorization":
             w.denied[self.namespaces.index(str(p["namespace"]))] = True
         elif name == "topics_changed":

@@ -8,9 +8,8 @@ without importing each other or `model.py`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
 
-from models.core import Action, ActionNotEnabled, Param
+from models.core import Action, ActionNotEnabled, Param, int_param
 from models.topiclist.common import TSHIFT, TUNIT
 from models.topiclist.pools import Pools
 
@@ -77,4 +76,4 @@ class ScopeBase:
         if action.name == "step":
             w.run_entry()
         else:
-            w.advance(cast(int, action.params[0][1]))
+            w.advance(int_param(action, "dt"))

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from models.core import Action, ActionNotEnabled, ConfigReader, Invariant, Json, Observation, Param
+from models.core import Action, ActionNotEnabled, ConfigReader, Invariant, Json, Observation, Param, int_param
 from models.topiclist.common import (
     DEFERRED,
     GRANTED,
@@ -263,15 +263,10 @@ class SemaphoreScope(ScopeBase):
 
     @staticmethod
     def _int_param(action: Action, names: tuple[str, ...]) -> tuple[int, ...]:
-        ps = action.params
-        if len(ps) != len(names):
+        """The action's int parameters, which must be exactly `names` (in `Action.of`'s sorted order)."""
+        if [k for k, _ in action.params] != list(names):
             raise ActionNotEnabled(action, f"expected parameters {names}")
-        out: list[int] = []
-        for (k, v), want in zip(ps, names, strict=True):
-            if k != want or type(v) is not int:
-                raise ActionNotEnabled(action, f"expected integer parameters {names}")
-            out.append(v)
-        return tuple(out)
+        return tuple([int_param(action, name) for name in names])
 
     def _step_sem(self, s: SemState, action: Action) -> tuple[SemState, Observation]:
         name = action.name
