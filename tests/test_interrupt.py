@@ -31,6 +31,12 @@ EXIT_S = 15
 """How long it may take to exit after Ctrl-C, loaded: it stops its workers, it does not finish its work."""
 
 
+AS_A_TERMINAL_DOES = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                      "os.execv(sys.executable, [sys.executable, '-m', 'properties.cli', *sys.argv[1:]])")
+"""Runs the command with SIGINT at its default, as a shell in a terminal starts it: a suite run as a background job
+(`pytest ... &`) inherits SIGINT ignored, and so would the command, which then rightly goes on."""
+
+
 @pytest.fixture
 def cpu_burners() -> Iterator[None]:
     """A busy loop per core (at least two), so that the command and this test compete for the CPU."""
@@ -57,6 +63,13 @@ def _group(pgid: int) -> list[int]:
     return members
 
 
+def _signal_masks(pid: int) -> str:
+    """The signals a process blocks, ignores and catches (from /proc), for the message of a Ctrl-C that did nothing."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    fields = dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+    return ", ".join(f"{name} {fields.get(name, '?').strip()}" for name in ("SigBlk", "SigIgn", "SigCgt"))
+
+
 def _workers(count: int) -> Callable[[int, str], bool]:
     return lambda pgid, _err: len(_group(pgid)) >= 1 + count
 
@@ -73,7 +86,7 @@ def _progress_line(pgid: int, err: str) -> bool:
 ], ids=["check-workers-2", "explore-workers-2", "explore"])
 def test_ctrl_c_exits_130_promptly_and_cleanly_beside_cpu_burners(
         argv: list[str], ready: Callable[[int, str], bool], tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "properties.cli", *argv, "--out", str(tmp_path / "out")]
+    command = [sys.executable, "-c", AS_A_TERMINAL_DOES, *argv, "--out", str(tmp_path / "out")]
     err_path = tmp_path / "stderr"
     with err_path.open("w") as err:
         process = subprocess.Popen(command, stderr=err, stdout=subprocess.DEVNULL, start_new_session=True)
@@ -83,6 +96,7 @@ def test_ctrl_c_exits_130_promptly_and_cleanly_beside_cpu_burners(
             assert process.poll() is None, f"ended before it was interrupted: {err_path.read_text()}"
             assert time.monotonic() < deadline, f"not busy after {READY_S}s: {err_path.read_text()}"
             time.sleep(0.05)
+        signals = _signal_masks(process.pid)
         os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
         sent = time.monotonic()
         code = process.wait(timeout=60)
@@ -92,7 +106,7 @@ def test_ctrl_c_exits_130_promptly_and_cleanly_beside_cpu_burners(
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     rest = err_path.read_text()
-    assert code == INTERRUPTED, rest
+    assert code == INTERRUPTED, f"{rest}\nwhen interrupted: {signals}; the test's: {_signal_masks(os.getpid())}"
     assert rest.splitlines()[-1].startswith(f"interrupted: brokerspec {argv[0]} "), rest
     assert "Traceback" not in rest, rest  # no worker prints one: they leave Ctrl-C to the parent
     assert waited < EXIT_S, waited
