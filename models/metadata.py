@@ -700,7 +700,7 @@ class MetadataModel:
         threads = state.threads
         clients = threads[first:]
         if len(clients) > 1:
-            threads = threads[:first] + tuple(sorted(clients, key=hash))
+            threads = threads[:first] + tuple(sorted(clients, key=repr))
         return (state.closed, state.budget, threads, *state[4:])
 
     def vars(self, state: MDState) -> dict[str, Json]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from typing import cast
 
@@ -204,3 +207,25 @@ def test_key_ignores_the_clock_and_which_client_did_what() -> None:
     later = play(model, [Action("advance"), Action("run", (("thread", "N-batch-flusher"),))])
     later = fifo(model, later)
     assert later.now == 5 and model.key(later) == model.key(model.initial())
+
+
+_KEYS_OF_SMALL = """
+from properties import registry
+from properties.engines.explorer import explore
+model = registry.get("metadata").make_model(registry.get("metadata").explore_configs["small"], "pip453")
+print(sorted(repr(model.key(state)) for state in explore(model).states))
+"""
+
+
+def test_a_states_key_is_the_same_in_every_process() -> None:
+    """The interchangeable client threads are put in an order that does not depend on the process: ordered by
+    their `hash`, a string's differs from one interpreter to the next (PYTHONHASHSEED), so the same state had
+    another key in another process (and two clients whose hashes collide could be left unordered)."""
+
+    def keys(seed: str) -> str:
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        return subprocess.run([sys.executable, "-c", _KEYS_OF_SMALL], env=env, capture_output=True, text=True,
+                              check=True).stdout
+
+    first = keys("1")
+    assert "Th(" in first and first == keys("2")
