@@ -410,7 +410,7 @@ class DelayedReplay:
 
 # --- DD-I1 as a window check ------------------------------------------------------------------------
 
-LOG = LogSpec("tracker", "default", "pr23611", extracted=(
+LOG = LogSpec("tracker", "default", extracted=(
     Extract("add_ledger", "params", "$.ledger", "bigint"),
     Extract("add_entry", "params", "$.entry", "bigint"),
     Extract("add_deliver_at", "params", "$.deliver_at", "bigint"),

@@ -52,8 +52,6 @@ class LogSpec:
     key: str
     config_name: str
     """The Hypothesis configuration of the mechanism the log is written and replayed with."""
-    fault: str
-    """The fault the tests and the bench inject by default."""
     fields: tuple[Field, ...] = ACTION_FIELDS
     json_text: tuple[str, ...] = ("params", "observation", "vars")
     """String columns that hold a JSON object as text (the replay parses them, so ingest checks they parse)."""

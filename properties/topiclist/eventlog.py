@@ -444,4 +444,4 @@ def compiled(model: Model[Any]) -> TopicListReplay | None:
         return None
 
 
-EVENT_LOG = EventLog(LogSpec("limiter", "flows", "no_exceptional_release"), compiled=compiled)
+EVENT_LOG = EventLog(LogSpec("limiter", "flows"), compiled=compiled)

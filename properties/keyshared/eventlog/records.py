@@ -63,7 +63,7 @@ ACTIONS = (ADD, REMOVE, PUBLISH, FLOW, ACK, REDELIVER, REDELIVER_ALL, READ, RUN)
 INVARIANTS = ("KS-I1", "KS-I4")
 """What the client record can break, in the model's declaration order."""
 
-LOG = LogSpec("subscription", "spec", "classic", fields=(
+LOG = LogSpec("subscription", "spec", fields=(
     ("seq", "long", False), ("event", "string", False), ("consumer", "long", True), ("position", "long", True),
     ("hash", "long", True), ("key", "string", True), ("name", "string", True), ("permits", "long", True),
 ), json_text=(), events_per_partition=1000)
