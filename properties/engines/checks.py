@@ -21,7 +21,7 @@ from hypothesis import settings as Settings
 
 from models.core import Action, Model, Param
 from properties.engines import profiles
-from properties.engines.conformance import Conformance, Tour, conform
+from properties.engines.conformance import NOT_EXECUTABLE, Conformance, Tour, conform
 from properties.engines.counterexamples import shrunk
 from properties.engines.coverage import Coverage, Recorder
 from properties.engines.explorer import Finding
@@ -238,7 +238,10 @@ class Checker:
         detail = result.summary()
         found = result.deviation
         target = None
-        if found is not None:
+        if found is not None and found.target == NOT_EXECUTABLE:  # nothing to record: the model cannot take it
+            detail += f"; {found.detail}"
+            target = Target(found.target, len(found.actions), harness_defect=found.detail)
+        elif found is not None:
             model = mechanism.make_model(config, variant)
             actions = shrunk(mechanism, model.config, variant, found.actions, found.target) if found.actions else ()
             path = self.traces.save(mechanism, model, actions, f"conformance[{config_name}]", None)

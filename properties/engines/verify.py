@@ -32,7 +32,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import settings as Settings
 
 from models.core import Action, ActionNotEnabled, Json, Model, Observation, Param, violated
-from properties.engines.conformance import tour
+from properties.engines.conformance import NOT_EXECUTABLE, tour
 from properties.engines.explorer import Exploration, explore
 from properties.engines.lockstep import (
     DIVERGENCE,
@@ -345,7 +345,7 @@ class _Tour:
         result = explore(model, max_states=max_states, check_liveness=False, check_deadlock=False, record_labels=True)
         assert result.labels is not None
         walks, steps, cut = [], 0, False
-        for walk in tour(result):
+        for walk in tour(result, model):
             if steps + len(walk) > max_steps:
                 cut = True
                 break
@@ -414,7 +414,11 @@ def _tour_walk(tour_: _Tour, walk: tuple[int, ...], port: PortProcess) -> Failur
             port.send(lines + RESET if reset_sent else lines)
             sent = end
         observed = port.take_reply(index, labels[walk[index - 1]])
-        state, expected, expected_text = tour_.step(state, walk[index - 1])
+        try:
+            state, expected, expected_text = tour_.step(state, walk[index - 1])
+        except ActionNotEnabled as error:  # the tour is executable by construction: a defect of the harness
+            return Failure(tuple(labels[e] for e in walk[:index]), NOT_EXECUTABLE,
+                           f"harness defect: the tour's step {index} cannot be taken on the model ({error})", "tour")
         text, names = tour_.judge(state)
         names = [*names, *port.violations()]
         detail = ""
