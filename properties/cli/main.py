@@ -112,7 +112,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     implementation = mechanism.make_reference(model.config, model.variant) if mechanism.make_reference else None
     try:
         save(record(model, actions, engine=f"{trace.engine}+shrink", seed=trace.seed,
-                    implementation=implementation, stuck=stuck), out)
+                    implementation=implementation, stuck=stuck, target=target), out)
     except OSError as exc:
         raise UsageError(f"{out}: cannot write: {exc.strerror}") from None
     print(f"{args.trace}: {len(trace.actions)} -> {len(actions)} steps, still {target}: {out}")
