@@ -33,10 +33,18 @@ from properties.cli.common import (
     mechanisms,
     name,
     progress,
+    seconds,
     table,
 )
 from properties.cli.invariants import cmd_invariants
-from properties.cli.ports import MODEL_ONLY_NOTE, add_verify_parser, recorded_on_port, replay_on_port, shrink_on_port
+from properties.cli.ports import (
+    MIN_STEP_TIMEOUT_S,
+    MODEL_ONLY_NOTE,
+    add_verify_parser,
+    recorded_on_port,
+    replay_on_port,
+    shrink_on_port,
+)
 from properties.cli.promote import CORPUS, promote
 from properties.cli.report import render
 from properties.engines import profiles
@@ -379,7 +387,8 @@ def parser() -> argparse.ArgumentParser:
     replay_p.add_argument("--against", choices=("model", "reference"), default="model",
                           help="replay on the model (default) or on the reference implementation beside it")
     replay_p.add_argument("--variant", type=name, help="replay the same actions on another variant")
-    replay_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
+    replay_p.add_argument("--step-timeout", type=seconds(MIN_STEP_TIMEOUT_S), default=5.0,
+                          help="seconds a port may take per step")
     replay_p.add_argument("--port", nargs=argparse.REMAINDER,
                           help="replay against this port instead (its argv; must come last)")
     replay_p.set_defaults(run=cmd_replay)
@@ -387,8 +396,8 @@ def parser() -> argparse.ArgumentParser:
     shrink_p = sub.add_parser("shrink", help="delta-debug a failing trace to a shorter one")
     shrink_p.add_argument("trace")
     shrink_p.add_argument("-o", "--output", help="the shrunk trace (default: TRACE's name with .shrunk.json)")
-    shrink_p.add_argument("--budget", type=float, default=60.0, help="with --port: seconds for the whole shrink")
-    shrink_p.add_argument("--step-timeout", type=float, default=5.0,
+    shrink_p.add_argument("--budget", type=seconds(), default=60.0, help="with --port: seconds for the whole shrink")
+    shrink_p.add_argument("--step-timeout", type=seconds(MIN_STEP_TIMEOUT_S), default=5.0,
                           help="with --port: seconds a port may take per step")
     shrink_p.add_argument("--port", nargs=argparse.REMAINDER,
                           help="shrink against this port, the oracle (its argv; must come last)")

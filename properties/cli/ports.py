@@ -18,7 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from models.core import Model, Param
-from properties.cli.common import DIVERGED, INFRA, PASS, VIOLATED, UsageError, make_model, mechanisms, name, progress
+from properties.cli.common import (
+    DIVERGED,
+    INFRA,
+    PASS,
+    VIOLATED,
+    UsageError,
+    make_model,
+    mechanisms,
+    name,
+    progress,
+    seconds,
+)
 from properties.engines.lockstep import DIVERGENCE
 from properties.engines.mechanism import Mechanism
 from properties.engines.verify import (
@@ -38,6 +49,10 @@ from traces.format import Trace, TraceError, save
 
 MODEL_ONLY_NOTE = "checked on the model only: the trace was recorded on a port, whose failure replays with --port ARGV"
 """What `replay` of a port's trace says without `--port`: the model passing it says nothing of the port."""
+
+
+MIN_STEP_TIMEOUT_S = 0.001
+"""The shortest `--step-timeout`: a port is given at least a millisecond to answer."""
 
 
 def port_code(target: str) -> int:
@@ -168,14 +183,15 @@ def add_verify_parser(sub: Any) -> None:
     verify_p.add_argument("--variant", type=name, help="the variant the port implements (default: the current one)")
     verify_p.add_argument("--config", type=name,
                           help="configuration name (default: the first Hypothesis configuration)")
-    verify_p.add_argument("--budget", type=float, default=20.0,
+    verify_p.add_argument("--budget", type=seconds(), default=20.0,
                           help="seconds for everything, shrinking and the trace included (default 20)")
     verify_p.add_argument("--tour-only", action="store_true",
                           help=f"only the tour: every transition of each explorer configuration of the scope (up to "
                                f"{TOUR_MAX_STEPS} steps each), no random walks or Hypothesis runs (for CI)")
     verify_p.add_argument("--seed", type=int, default=0,
                           help="seed of the random walks and Hypothesis runs (default 0; the same seed, the same runs)")
-    verify_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
+    verify_p.add_argument("--step-timeout", type=seconds(MIN_STEP_TIMEOUT_S), default=5.0,
+                          help="seconds a port may take per step")
     verify_p.add_argument("--out", default="brokerspec-out", help="where the counterexample trace is written")
     verify_p.add_argument("--port", nargs=argparse.REMAINDER, required=True,
                           help="the port's argv (no shell); must come last on the line")
