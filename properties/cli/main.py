@@ -43,6 +43,7 @@ from properties.cli.ports import (
     add_verify_parser,
     recorded_on_port,
     replay_on_port,
+    sent_by_verify,
     shrink_on_port,
 )
 from properties.cli.promote import CORPUS, promote
@@ -94,7 +95,11 @@ def _writable(path: Path) -> Path:
 
 def cmd_shrink(args: argparse.Namespace) -> int:
     trace = load_trace(args.trace)
-    model = _validated(trace, args.trace, check_vars=args.port is None)  # a port's trace holds the port's states
+    on_port = recorded_on_port(trace)
+    model = _validated(trace, args.trace, check_vars=not on_port)  # a port's trace holds the port's states
+    if args.port is None and on_port:  # the model alone never fails as the port did
+        raise UsageError(f"{args.trace}: the trace was recorded on a port: shrink it against the port with "
+                         f"--port ARGV (the port's command line, last on the line)")
     names = trace.failure.get("names")
     if not isinstance(names, list) or not names:
         raise UsageError(f"{args.trace}: the trace records no failure to shrink toward")
@@ -302,10 +307,8 @@ def cmd_protocol(args: argparse.Namespace) -> int:
     variant = args.variant or mechanism.current
     if variant not in mechanism.variants:
         raise UsageError(f"unknown variant {variant!r} for {mechanism.name} (known: {', '.join(mechanism.variants)})")
-    try:
-        print(describe(mechanism, variant, [args.config] if args.config else None, as_json=args.json))
-    except ValueError as exc:  # an unknown configuration name
-        raise UsageError(str(exc)) from None
+    chosen = None if args.config is None else sent_by_verify(mechanism, args.config, variant)  # as verify sends
+    print(describe(mechanism, variant, as_json=args.json, chosen=chosen))
     return PASS
 
 

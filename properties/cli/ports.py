@@ -82,15 +82,31 @@ def _port_config(mechanism: Mechanism, name: str | None) -> Mapping[str, Param]:
     return configs[name]
 
 
-def _tours(mechanism: Mechanism, name: str, config: Mapping[str, Param], variant: str,
-           spec: PortSpec) -> list[tuple[str, Callable[[], Model[Any]], PortSpec]]:
+def toured(mechanism: Mechanism, name: str, config: Mapping[str, Param], variant: str) -> list[str]:
     """Every explorer configuration of `config`'s scope, the one named `name` first: what the tour covers."""
     scope = mechanism.scope(mechanism.make_model(config, variant).config)
     names = [n for n in mechanism.explore_configs
              if mechanism.scope(mechanism.make_model(mechanism.explore_configs[n], variant).config) == scope]
     names.sort(key=lambda n: n != name)
+    return names
+
+
+def sent_by_verify(mechanism: Mechanism, name: str | None, variant: str) -> list[tuple[str, str]]:
+    """(name, engine) of every configuration `verify --config NAME` sends a port in a hello, in order: the
+    tour's explorer configurations, then NAME itself (`_port_config`'s choice: the Hypothesis one of that name,
+    else the explorer one, which the tour has sent already)."""
+    config = _port_config(mechanism, name)
+    chosen = name or next(iter(mechanism.hypothesis_configs))
+    sent = [(n, "explorer") for n in toured(mechanism, chosen, config, variant)]
+    engine = "hypothesis" if chosen in mechanism.hypothesis_configs else "explorer"
+    return [*sent, *([(chosen, engine)] if (chosen, engine) not in sent else [])]
+
+
+def _tours(mechanism: Mechanism, name: str, config: Mapping[str, Param], variant: str,
+           spec: PortSpec) -> list[tuple[str, Callable[[], Model[Any]], PortSpec]]:
+    """The tour's configurations (`toured`), each with its model and port set-up."""
     out: list[tuple[str, Callable[[], Model[Any]], PortSpec]] = []
-    for explored in names:
+    for explored in toured(mechanism, name, config, variant):
         small = dict(mechanism.explore_configs[explored])
         out.append((explored, lambda small=small: mechanism.make_model(small, variant),  # type: ignore[misc]
                     replace(spec, config=small)))
@@ -147,7 +163,7 @@ def replay_on_port(args: argparse.Namespace, trace: Trace) -> int:
     if found is None:
         print(f"{args.trace}: {len(trace.actions)} steps replayed on {label}: no failure")
         return PASS
-    print(f"{args.trace}: step {len(found.actions)}: {found.target} on {label}. {found.detail}".rstrip())
+    print(f"{args.trace}: {found.where}: {found.target} on {label}. {found.detail}".rstrip())
     return port_code(found.target)
 
 
