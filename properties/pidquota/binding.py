@@ -481,7 +481,8 @@ HYPOTHESIS_MURMUR_CONFIG: dict[str, Param] = {**HYPOTHESIS_CONFIG, "hasher": "mu
 MECHANISM = Mechanism(
     name="pidquota",
     spec="docs/spec/pidquota.md",
-    limits={"layer_count": (2, 64), "n_layer": (1, 100_000), "max_batch": (0, 100), "window_ms": (1, 10**9)},
+    limits={"layer_count": (2, 64), "n_layer": (1, 100_000), "max_batch": (0, 100), "window_ms": (1, 10**9),
+            "dts": (1, 10**9), "pids": (0, 2**20), "len(pids)": (1, 6)},
     make_model=lambda config, variant: PidQuotaModel(config, variant),
     make_reference=lambda config, variant: PidQuotaReference(config, variant),
     current="current",
