@@ -36,6 +36,7 @@ from properties.cli.common import (
     table,
 )
 from properties.cli.invariants import cmd_invariants
+from properties.cli.jvm import cmd_replay_jvm
 from properties.cli.ports import MODEL_ONLY_NOTE, add_verify_parser, recorded_on_port, replay_on_port, shrink_on_port
 from properties.cli.promote import CORPUS, promote
 from properties.cli.report import render
@@ -51,6 +52,8 @@ from traces.format import Trace, TraceError, save
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    if args.jvm is not None:
+        return cmd_replay_jvm(args)
     trace = load_trace(args.trace)
     if args.port is not None:
         return replay_on_port(args, trace)
@@ -380,6 +383,8 @@ def parser() -> argparse.ArgumentParser:
                           help="replay on the model (default) or on the reference implementation beside it")
     replay_p.add_argument("--variant", type=name, help="replay the same actions on another variant")
     replay_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
+    replay_p.add_argument("--jvm", metavar="CLASSPATH",
+                          help="replay a JVM trace (verify --jvm's) on these classes or jars")
     replay_p.add_argument("--port", nargs=argparse.REMAINDER,
                           help="replay against this port instead (its argv; must come last)")
     replay_p.set_defaults(run=cmd_replay)

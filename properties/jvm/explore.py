@@ -1,15 +1,18 @@
 """Every interleaving of a lock-level port's threads, stateless, under a preemption bound (as CHESS bounds them).
 
-The port is reset before each schedule and the schedule replayed from the start, so nothing of the real code's
-state has to be copied: a schedule is its list of thread names. A run follows the current thread while it is
-enabled and otherwise the first enabled one; each other enabled thread at each step starts a new schedule, if
-switching to it keeps the schedule within `preemptions` (switching away from an enabled thread is a preemption;
-switching from a blocked or finished one is free). `judge` reads every snapshot; the first schedule it finds
-violations in is returned, with its violations, and `replay` runs it again to the same snapshot.
+The port is reset before each schedule (the first included) and the schedule replayed from the start, so
+nothing of the real code's state has to be copied: a schedule is its list of thread names. A run follows the
+current thread while it is enabled and otherwise the first enabled one; each other enabled thread at each step
+starts a new schedule, if switching to it keeps the schedule within `preemptions` (switching away from an
+enabled thread is a preemption; switching from a blocked or finished one is free). `judge` reads every
+snapshot; the first schedule it finds violations in is returned, with its violations, and `replay` runs it
+again to the same snapshot.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +29,7 @@ class Exploration:
 
     schedules: int
     steps: int
+    complete: bool = False
     schedule: tuple[str, ...] = ()
     violations: tuple[str, ...] = ()
     last: Snapshot | None = None
@@ -39,22 +43,21 @@ def _judged(snap: Snapshot, judge: Judge) -> list[str]:
 
 
 def explore(port: LockLevelPort, judge: Judge, preemptions: int = 2, max_schedules: int = 20_000,
-            max_steps: int = 400) -> Exploration:
-    """Runs the schedules (see the module doc) until `judge` finds something or none is left."""
+            max_steps: int = 400, stop_at: float = math.inf) -> Exploration:
+    """Runs the schedules (see the module doc) until `judge` finds something, none is left (`complete`), or
+    `max_schedules` ran or the monotonic clock passed `stop_at` (not complete)."""
     pending: list[tuple[str, ...]] = [()]
     schedules = steps = 0
-    first = True
-    while pending and schedules < max_schedules:
+    while pending and schedules < max_schedules and time.monotonic() < stop_at:
         prefix = pending.pop()
-        snap = port.snapshot if first else port.reset()
-        first = False
+        snap = port.reset()
         schedules += 1
         schedule: list[str] = []
         used = 0
         last: str | None = None
         found = _judged(snap, judge)
         if found:
-            return Exploration(schedules, steps, (), tuple(found), snap)
+            return Exploration(schedules, steps, schedule=(), violations=tuple(found), last=snap)
         while snap.enabled and len(schedule) < max_steps:
             enabled = snap.enabled
             if len(schedule) < len(prefix):
@@ -72,17 +75,32 @@ def explore(port: LockLevelPort, judge: Judge, preemptions: int = 2, max_schedul
             last = choice
             found = _judged(snap, judge)
             if found:
-                return Exploration(schedules, steps, tuple(schedule), tuple(found), snap)
-    return Exploration(schedules, steps)
+                return Exploration(schedules, steps, schedule=tuple(schedule), violations=tuple(found), last=snap)
+    return Exploration(schedules, steps, complete=not pending)
 
 
-def replay(port: LockLevelPort, schedule: Sequence[str], judge: Judge) -> tuple[Snapshot, list[str]]:
-    """Runs `schedule` from the initial state (the port is reset first); the last snapshot and its violations."""
+@dataclass(frozen=True)
+class Replayed:
+    """A schedule run again: the steps it ran, the last snapshot, what it found, and the step at which the
+    schedule stopped fitting the code (its thread blocked or done there), if it did."""
+
+    steps: int
+    last: Snapshot
+    violations: tuple[str, ...]
+    misfit: str = ""
+
+
+def replay(port: LockLevelPort, schedule: Sequence[str], judge: Judge) -> Replayed:
+    """Runs `schedule` from the initial state (the port is reset first), up to its first violation."""
     snap = port.reset()
     found = _judged(snap, judge)
-    for thread in schedule:
+    for step, thread in enumerate(schedule, start=1):
+        if found:
+            return Replayed(step - 1, snap, tuple(found))
+        if thread not in snap.enabled:
+            state = next((t.state for t in snap.threads if t.name == thread), "unknown")
+            return Replayed(step - 1, snap, (), f"step {step}: thread {thread} is {state} (at "
+                                                f"{next((t.point for t in snap.threads if t.name == thread), None)})")
         snap = port.run(thread)
         found = _judged(snap, judge)
-        if found:
-            break
-    return snap, found
+    return Replayed(len(schedule), snap, tuple(found))

@@ -15,6 +15,9 @@ from properties.jvm.threads import LockLevelPort
 from tests.ports.tools import need
 
 TOY = Path(__file__).with_name("toy")
+STANDINS = Path(__file__).with_name("standins")
+ORDERS = ("current", "locked-block")
+"""The tracker orders the stand-ins have (`standins/<order>`, each compiled with `standins/common`)."""
 
 PortFactory = Callable[..., LockLevelPort]
 
@@ -36,6 +39,18 @@ def toy_classes(agent_jar: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     out = tmp_path_factory.mktemp("jvm-toy")
     compile_java(sorted(TOY.glob("*.java")), out, [agent_jar])
     return out
+
+
+@pytest.fixture(scope="session")
+def standin_classes(agent_jar: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Per tracker order, the stand-ins (upstream's packages and API, the project's code) compiled on their own:
+    each folder is a CLASSPATH, as a user's build would be."""
+    compiled = {}
+    for order in ORDERS:
+        out = tmp_path_factory.mktemp(f"standins-{order}")
+        compile_java(sorted([*(STANDINS / "common").rglob("*.java"), *(STANDINS / order).rglob("*.java")]), out)
+        compiled[order] = out
+    return compiled
 
 
 @pytest.fixture

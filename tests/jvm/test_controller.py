@@ -111,8 +111,9 @@ def test_the_exploration_finds_the_lost_update_and_replays_it(toy_port: PortFact
     port = toy_port({"mode": "racy"})
     found = explore(port, _lost_update, preemptions=1)
     assert found.violations == ("lost update",) and len(found.schedule) == 4
-    snap, violations = replay(port, found.schedule, _lost_update)
-    assert violations == ["lost update"] and snap == found.last
+    replayed = replay(port, found.schedule, _lost_update)
+    assert replayed.violations == ("lost update",) and replayed.last == found.last
+    assert replayed.steps == len(found.schedule) and not replayed.misfit
 
 
 def test_the_exploration_of_the_locked_counter_finds_nothing(toy_port: PortFactory) -> None:

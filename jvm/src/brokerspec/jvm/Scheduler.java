@@ -292,6 +292,13 @@ public final class Scheduler {
         }
     }
 
+    /** Whether every managed thread has ended (a scenario judges what only the end shows then). */
+    public static boolean allDone() {
+        synchronized (MON) {
+            return THREADS.values().stream().allMatch(m -> m.state == State.DONE);
+        }
+    }
+
     /** Every managed thread, in spawn order. */
     public static List<Managed> threads() {
         synchronized (MON) {
