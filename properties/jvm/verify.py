@@ -11,6 +11,7 @@ schedule is saved as a JVM trace (`JvmTrace`: the hello, the schedule, the point
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -42,11 +43,16 @@ class Adapter:
     packages: tuple[str, ...]
 
 
+SEMAPHORE = Adapter("org.apache.pulsar.common.semaphore.BrokerspecSemaphoreLocks", "topiclist",
+                    ("org.apache.pulsar.common.semaphore",))
 ADAPTERS: dict[tuple[str, str], Adapter] = {
     ("keyshared", "locks"): Adapter("org.apache.pulsar.broker.service.BrokerspecKeySharedLocks", "keyshared",
                                     ("org.apache.pulsar.broker.service",)),
+    **{("topiclist", name): SEMAPHORE for name in ("semaphore-locks", "semaphore-locks-cancel",
+                                                   "semaphore-locks-grant")},
 }
-"""The configurations `verify --jvm` runs, by (mechanism, configuration name)."""
+"""The configurations `verify --jvm` runs, by (mechanism, configuration name): their scripts, that is. The order a
+configuration names (`order`) is the model's; on the JVM the code is whatever CLASSPATH holds."""
 
 
 def adapter_for(mechanism: str, config: str) -> Adapter:
@@ -76,15 +82,45 @@ def judge(snap: Snapshot) -> list[str]:
     return found
 
 
+def _fingerprint(paths: Sequence[Path]) -> str:
+    """What the adapter's compilation depends on: every file under `paths` by name, size and modification time
+    (a rebuilt class or jar changes it), in order."""
+    digest = hashlib.sha256()
+    for root in paths:
+        for path in sorted(root.rglob("*")) if root.is_dir() else [root]:
+            if path.is_file():
+                stat = path.stat()
+                digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+    return digest.hexdigest()[:20]
+
+
+def compiled_adapter(adapter: Adapter, classpath: Sequence[Path]) -> Path:
+    """The adapter's classes compiled against the controller and `classpath`, kept in the cache folder by a digest
+    of its sources and of the classpath's files (so a rebuilt user's build compiles it again)."""
+    jar = controller_jar()
+    sources = sorted((ADAPTERS_DIR / adapter.sources).rglob("*.java"))
+    folder = jar.parent.parent / "adapters" / _fingerprint([jar, *sources, *classpath])
+    if folder.is_dir():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder.parent) as scratch:
+        out = Path(scratch) / "classes"
+        compile_java(sources, out, [jar, *classpath])
+        try:
+            out.rename(folder)
+        except OSError:  # another process compiled the same meanwhile
+            if not folder.is_dir():
+                raise
+    return folder
+
+
 @contextmanager
 def running(adapter: Adapter, classpath: Sequence[Path], hello: dict[str, Json]) -> Iterator[LockLevelPort]:
     """The adapter compiled against `classpath` and started on a JVM with the agent, greeted with `hello`."""
-    jar = controller_jar()
-    with tempfile.TemporaryDirectory(prefix="brokerspec-jvm-") as scratch:
-        compile_java(sorted((ADAPTERS_DIR / adapter.sources).rglob("*.java")), Path(scratch), [jar, *classpath])
-        argv = java_command([scratch, *classpath], adapter.packages, "brokerspec.jvm.Driver", adapter.scenario)
-        with LockLevelPort(argv, hello) as port:
-            yield port
+    classes = compiled_adapter(adapter, classpath)
+    argv = java_command([classes, *classpath], adapter.packages, "brokerspec.jvm.Driver", adapter.scenario)
+    with LockLevelPort(argv, hello) as port:
+        yield port
 
 
 @dataclass(frozen=True)

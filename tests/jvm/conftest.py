@@ -3,6 +3,7 @@ compiled against it, and a port factory that always closes its JVM."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,8 +17,9 @@ from tests.ports.tools import need
 
 TOY = Path(__file__).with_name("toy")
 STANDINS = Path(__file__).with_name("standins")
-ORDERS = ("current", "locked-block")
-"""The tracker orders the stand-ins have (`standins/<order>`, each compiled with `standins/common`)."""
+ORDERS = {"keyshared": ("current", "locked-block"), "topiclist": ("current", "fixed")}
+"""The orders the stand-ins have, per mechanism (`standins/<mechanism>/<order>`, each compiled with its
+`standins/<mechanism>/common`)."""
 
 PortFactory = Callable[..., LockLevelPort]
 
@@ -42,31 +44,46 @@ def toy_classes(agent_jar: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 @pytest.fixture(scope="session")
-def standin_classes(agent_jar: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Per tracker order, the stand-ins (upstream's packages and API, the project's code) compiled on their own:
-    each folder is a CLASSPATH, as a user's build would be."""
+def standin_classes(agent_jar: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+    """Per mechanism and order, the stand-ins (upstream's packages and API, the project's code) compiled on their
+    own: each folder is a CLASSPATH, as a user's build would be."""
     compiled = {}
-    for order in ORDERS:
-        out = tmp_path_factory.mktemp(f"standins-{order}")
-        compile_java(sorted([*(STANDINS / "common").rglob("*.java"), *(STANDINS / order).rglob("*.java")]), out)
-        compiled[order] = out
+    for mechanism, orders in ORDERS.items():
+        for order in orders:
+            out = tmp_path_factory.mktemp(f"standins-{mechanism}-{order}")
+            root = STANDINS / mechanism
+            compile_java(sorted([*(root / "common").rglob("*.java"), *(root / order).rglob("*.java")]), out)
+            compiled[mechanism, order] = out
     return compiled
 
 
+@pytest.fixture(scope="session")
+def _toy_ports(toy_classes: Path) -> Iterator[dict[tuple[str, tuple[str, ...]], LockLevelPort]]:
+    """The toy's JVMs, one per configuration and rewritten packages, kept for the session (closed at its end)."""
+    ports: dict[tuple[str, tuple[str, ...]], LockLevelPort] = {}
+    yield ports
+    for port in ports.values():
+        port.close()
+
+
 @pytest.fixture
-def toy_port(toy_classes: Path) -> Iterator[PortFactory]:
-    """Starts the toy scenario (`toy.TwoThreads`) with the agent rewriting `packages` (the whole toy package by
-    default); every port started is closed at the test's end."""
-    started: list[LockLevelPort] = []
+def toy_port(toy_classes: Path, _toy_ports: dict[tuple[str, tuple[str, ...]], LockLevelPort]) -> PortFactory:
+    """The toy scenario (`toy.TwoThreads`) on `config` with the agent rewriting `packages` (the whole toy package by
+    default), in its initial state: a JVM started once per configuration and packages, reset for each test (a
+    reset must give the hello's state: `test_a_reset_brings_back_the_initial_state` checks it on a JVM of its
+    own)."""
 
     def start(config: dict[str, Json], packages: tuple[str, ...] = ("toy",)) -> LockLevelPort:
-        port = LockLevelPort(java_command([toy_classes], packages, "brokerspec.jvm.Driver", "toy.TwoThreads"), config)
-        started.append(port)
+        key = (json.dumps(config, sort_keys=True), packages)
+        port = _toy_ports.get(key)
+        if port is None:
+            argv = java_command([toy_classes], packages, "brokerspec.jvm.Driver", "toy.TwoThreads")
+            port = _toy_ports[key] = LockLevelPort(argv, config)
+        else:
+            port.reset()
         return port
 
-    yield start
-    for port in started:
-        port.close()
+    return start
 
 
 def line_of(source: str, text: str) -> int:

@@ -96,7 +96,7 @@ def test_only_the_named_classes_are_rewritten(toy_port: PortFactory) -> None:
 
 
 def test_a_reset_brings_back_the_initial_state(toy_port: PortFactory) -> None:
-    port = toy_port({"mode": "locked"})
+    port = toy_port({"mode": "locked", "own": True})  # a JVM of its own: its snapshot is the hello's
     initial = port.snapshot
     port.run("a")
     assert port.reset() == initial

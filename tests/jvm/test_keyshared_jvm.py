@@ -40,18 +40,18 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def current_run(standin_classes: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Run:
+def current_run(standin_classes: dict[tuple[str, str], Path], tmp_path_factory: pytest.TempPathFactory) -> Run:
     """verify --jvm on the current order, once for the module (its output captured by hand: a module fixture has
     no capsys)."""
     folder = tmp_path_factory.mktemp("jvm-current")
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        code, elapsed = _verify(standin_classes["current"], folder)
+        code, elapsed = _verify(standin_classes["keyshared", "current"], folder)
     return Run(code, elapsed, buffer.getvalue(), folder)
 
 
 def test_the_current_order_loses_a_wake_up_and_the_trace_replays_on_the_jvm(
-    standin_classes: dict[str, Path], current_run: Run, capsys: pytest.CaptureFixture[str]
+    standin_classes: dict[tuple[str, str], Path], current_run: Run, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = current_run.out
     assert current_run.code == VIOLATED and current_run.elapsed_s < 60, out
@@ -62,29 +62,29 @@ def test_the_current_order_loses_a_wake_up_and_the_trace_replays_on_the_jvm(
     # the race: the dispatcher counts its block on an entry the acker removed meanwhile, reading no block
     assert document["points"][-1].startswith("dispatcher: ") and "incrementBlockedCount" in document["points"][-1]
     assert any(p.startswith("acker: ") and "isBlocking" in p for p in document["points"])
-    assert main(["replay", str(trace), "--jvm", str(standin_classes["current"])]) == VIOLATED
+    assert main(["replay", str(trace), "--jvm", str(standin_classes["keyshared", "current"])]) == VIOLATED
     assert "LK-6 on keyshared/pip379 locks on the JVM" in capsys.readouterr().out
 
 
 def test_the_fixed_order_passes_every_schedule_and_the_old_trace_no_longer_fits(
-    standin_classes: dict[str, Path], current_run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    standin_classes: dict[tuple[str, str], Path], current_run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, elapsed = _verify(standin_classes["locked-block"], tmp_path)
+    code, elapsed = _verify(standin_classes["keyshared", "locked-block"], tmp_path)
     out = capsys.readouterr().out
     assert code == PASS and elapsed < 60, out
     schedules = int(re.search(r"jvm locks: (\d+) schedules", out).group(1))  # type: ignore[union-attr]
     assert "(every schedule)" in out and "no invariant violated" in out and schedules > 50, out
     trace = current_run.folder / "keyshared" / "pip379-jvm-locks-LK-6.json"
-    assert main(["replay", str(trace), "--jvm", str(standin_classes["locked-block"])]) == DIVERGED
+    assert main(["replay", str(trace), "--jvm", str(standin_classes["keyshared", "locked-block"])]) == DIVERGED
     assert "the schedule does not fit these classes" in capsys.readouterr().out
 
 
 def test_a_missing_classpath_entry_or_a_configuration_without_adapter_is_a_usage_error(
-    standin_classes: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    standin_classes: dict[tuple[str, str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    missing = f"{standin_classes['current']}{os.pathsep}{tmp_path / 'nowhere.jar'}"
+    missing = f"{standin_classes['keyshared', 'current']}{os.pathsep}{tmp_path / 'nowhere.jar'}"
     assert _verify(Path(missing), tmp_path)[0] == USAGE
     assert main(["verify", "--mechanism", "keyshared", "--config", "tracker", "--jvm",
-                 str(standin_classes["current"])]) == USAGE
+                 str(standin_classes["keyshared", "current"])]) == USAGE
     err = capsys.readouterr().err
     assert "nowhere.jar: no such file or folder" in err and "has no adapter for keyshared --config tracker" in err

@@ -111,6 +111,27 @@ public final class Scheduler {
         }
     }
 
+    /**
+     * For code the agent does not rewrite (a harness's executor): a point that waits, like a rewritten
+     * {@code join}, until {@code future} is done, reported as {@code where}'s {@code op}; then the join.
+     */
+    public static void awaitDone(CompletableFuture<?> future, String where, String op) {
+        int id;
+        synchronized (RUNTIME_SITES) {
+            id = RUNTIME_SITES.computeIfAbsent(where + " " + op, k -> Site.register(where, "await", 0, op,
+                    Site.Kind.JOIN));
+        }
+        point(future, id);
+        future.join();
+    }
+
+    private static final Map<String, Integer> RUNTIME_SITES = new LinkedHashMap<>();
+
+    /** Whether the caller runs on a managed thread (else it is the driver's, whose code runs at once). */
+    public static boolean managed() {
+        return CURRENT.get() != null;
+    }
+
     /** A monitor enter: the point, then the scheduler's record of the owner (the real monitorenter follows). */
     public static void monitorEnter(Object monitor, int id) {
         point(monitor, id);
