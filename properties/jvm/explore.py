@@ -11,6 +11,7 @@ again to the same snapshot.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -44,8 +45,21 @@ def _judged(snap: Snapshot, judge: Judge) -> list[str]:
 
 def explore(port: LockLevelPort, judge: Judge, preemptions: int = 2, max_schedules: int = 20_000,
             max_steps: int = 400, stop_at: float = math.inf) -> Exploration:
-    """Runs the schedules (see the module doc) until `judge` finds something, none is left (`complete`), or
-    `max_schedules` ran or the monotonic clock passed `stop_at` (not complete)."""
+    """Runs the schedules (see the module doc) with no preemption, then with at most 1, ... up to `preemptions`
+    (so a failure found has the fewest preemptions any failing schedule has), until `judge` finds something, none
+    is left (`complete`), or `max_schedules` ran or the monotonic clock passed `stop_at` (not complete)."""
+    schedules = steps = 0
+    for bound in range(preemptions + 1):
+        found = _bounded(port, judge, bound, max_schedules - schedules, max_steps, stop_at)
+        schedules, steps = schedules + found.schedules, steps + found.steps
+        if found.violations or not found.complete or bound == preemptions:
+            return dataclasses.replace(found, schedules=schedules, steps=steps)
+    raise AssertionError("unreachable: the last bound returns")
+
+
+def _bounded(port: LockLevelPort, judge: Judge, preemptions: int, max_schedules: int, max_steps: int,
+             stop_at: float) -> Exploration:
+    """The schedules within `preemptions` (the module doc), depth first."""
     pending: list[tuple[str, ...]] = [()]
     schedules = steps = 0
     while pending and schedules < max_schedules and time.monotonic() < stop_at:
@@ -76,6 +90,8 @@ def explore(port: LockLevelPort, judge: Judge, preemptions: int = 2, max_schedul
             found = _judged(snap, judge)
             if found:
                 return Exploration(schedules, steps, schedule=tuple(schedule), violations=tuple(found), last=snap)
+        if snap.enabled:  # cut at max_steps: what lies beyond was not explored
+            return Exploration(schedules, steps)
     return Exploration(schedules, steps, complete=not pending)
 
 

@@ -6,7 +6,9 @@ managed executor, so the grants are a third scheduled thread. On the current ord
 release racing a growing update's grant takes the count below 0) and SL-3 (a cancel between `isDone` and
 `complete` loses the old permit), each with a trace that replays on the JVM; the fixed order (the finding's fix
 with its first change corrected: the failed grant puts the swapped value back into the old permit) passes both
-scripts in every schedule within the bound.
+scripts in every schedule within the bound, and the finding's first fix as it was written (the swapped value given
+to the pool, the old permit left at 0) hands the cancelled caller's permit out twice (SL-2, on what the permits
+are worth to their holders).
 """
 
 from __future__ import annotations
@@ -59,3 +61,16 @@ def test_the_fixed_order_passes_every_schedule(
     out = capsys.readouterr().out
     assert code == PASS and elapsed < 60, out
     assert "(every schedule)" in out and "no invariant violated" in out, out
+
+
+def test_the_findings_uncorrected_fix_counts_the_cancelled_callers_permit_twice(
+    standin_classes: dict[tuple[str, str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    classes = standin_classes["topiclist", "finding-fix"]
+    code, _ = _verify(classes, "semaphore-locks-cancel", tmp_path)
+    out = capsys.readouterr().out
+    assert code == VIOLATED and "jvm semaphore-locks-cancel: SL-2 after" in out, out
+    trace = tmp_path / "topiclist" / "current-jvm-semaphore-locks-cancel-SL-2.json"
+    points = json.loads(trace.read_text(encoding="utf-8"))["points"]
+    assert any("CompletableFuture.cancel" in p for p in points) and "AtomicLong.addAndGet" in points[-1], points
+    assert main(["replay", str(trace), "--jvm", str(standin_classes["topiclist", "fixed"])]) == PASS

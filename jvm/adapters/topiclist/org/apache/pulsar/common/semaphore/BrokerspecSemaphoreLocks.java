@@ -19,15 +19,22 @@ import org.apache.pulsar.common.semaphore.AsyncSemaphore.AsyncSemaphorePermit;
  * public constructor, so its passes are a third managed thread, {@code executor}. Permits {@code P0, P1, ...}
  * ({@code held}) are acquired before the threads start.
  *
- * <p>Its ledger judges SL-1 after every step ({@code 0 <= getAvailablePermits() <= max_permits}) and SL-3 once
- * every thread is done (available plus the values of the permits the callers hold equals {@code max_permits}: a
- * permit is held from its grant until its release returns; an update that completed replaces its old permit, one
- * that failed leaves it held).
+ * <p>Its ledger judges, from what the callers were given: a permit is held from its grant until its release
+ * returns; an update that completed replaces its old permit, one that failed leaves it held. SL-1 after every step:
+ * {@code 0 <= getAvailablePermits() <= max_permits}. SL-2 after every step: available plus what each held permit is
+ * worth to its holder never exceeds {@code max_permits}, where a permit is worth what its grant gave (a caller whose
+ * update failed still holds its old permit at the old value, whatever the grant did to the field) until its release
+ * begins, then its field's value. This is stricter than the lock model's SL-2, which reads the fields only, and it
+ * is what shows that the finding's first fix, giving the swapped value to the pool, hands that value out twice.
+ * SL-3 once every thread is done: available plus the fields' values of the held permits equals
+ * {@code max_permits} (as the model's SL-3).
  */
 public class BrokerspecSemaphoreLocks implements Scenario {
     private AsyncSemaphoreImpl semaphore;
     private long maxPermits;
     private final Map<String, AsyncSemaphorePermit> held = new LinkedHashMap<>();
+    private final Map<String, Long> granted = new LinkedHashMap<>(); // what each permit's grant gave
+    private final TreeSet<String> releasing = new TreeSet<>();
     private final List<Object[]> grants = new ArrayList<>(); // {the permit it replaces or null, its name, future}
     private final TreeSet<String> broken = new TreeSet<>();
     private int running;
@@ -47,6 +54,7 @@ public class BrokerspecSemaphoreLocks implements Scenario {
         for (Object value : (List<?>) config.get("held")) {
             AsyncSemaphorePermit permit = semaphore.acquire((Long) value, () -> false).join();
             Scheduler.name(permit, "P" + index);
+            granted.put("P" + index, (Long) value);
             held.put("P" + index++, permit);
         }
         List<String> callers = List.of("caller", "other");
@@ -76,15 +84,19 @@ public class BrokerspecSemaphoreLocks implements Scenario {
             String[] words = op.split(" ");
             switch (words[0]) {
                 case "acquire" -> {
+                    granted.put(thread + "." + index, Long.parseLong(words[1]));
                     last = semaphore.acquire(Long.parseLong(words[1]), () -> false);
                     grants.add(new Object[] {null, thread + "." + index, last});
                 }
                 case "update" -> {
+                    granted.put(thread + "." + index, Long.parseLong(words[2]));
                     last = semaphore.update(permit(op, words[1]), Long.parseLong(words[2]), () -> false);
                     grants.add(new Object[] {words[1], thread + "." + index, last});
                 }
                 case "release" -> {
-                    semaphore.release(permit(op, words[1]));
+                    AsyncSemaphorePermit permit = permit(op, words[1]);
+                    releasing.add(words[1]);
+                    semaphore.release(permit);
                     held.remove(words[1]);
                 }
                 case "cancel" -> {
@@ -123,11 +135,16 @@ public class BrokerspecSemaphoreLocks implements Scenario {
             }
         }
         long total = available;
+        long worth = available;
         Map<String, Object> values = new LinkedHashMap<>();
         for (Map.Entry<String, AsyncSemaphorePermit> permit : holding.entrySet()) {
             long value = permit.getValue().getPermits();
             values.put(permit.getKey(), value);
             total += value;
+            worth += releasing.contains(permit.getKey()) ? value : granted.get(permit.getKey());
+        }
+        if (worth > maxPermits) {
+            broken.add("SL-2");
         }
         if (Scheduler.allDone() && total != maxPermits) {
             broken.add("SL-3");

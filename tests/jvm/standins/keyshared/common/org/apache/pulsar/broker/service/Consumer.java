@@ -3,7 +3,8 @@ package org.apache.pulsar.broker.service;
 /**
  * Stand-in (written by brokerspec, not upstream's code) for the part of Pulsar's {@code Consumer} that
  * {@code DrainingHashesTracker} and {@code PendingAcksMap} call: its id and name. Upstream's Consumer is built
- * from a connection and a subscription; the two-argument constructor here exists only in the stand-in.
+ * from a connection and a subscription; the adapter allocates consumers without a constructor (as upstream's
+ * tests' mocks are), so the constructor here is never called by it.
  */
 public class Consumer {
     private final long consumerId;
