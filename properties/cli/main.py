@@ -37,6 +37,7 @@ from properties.cli.common import (
     table,
 )
 from properties.cli.invariants import cmd_invariants
+from properties.cli.jvm import cmd_replay_jvm
 from properties.cli.ports import (
     MIN_STEP_TIMEOUT_S,
     MODEL_ONLY_NOTE,
@@ -60,6 +61,8 @@ from traces.format import Trace, TraceError, save
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    if args.jvm is not None:
+        return cmd_replay_jvm(args)
     trace = load_trace(args.trace)
     if args.port is not None:
         return replay_on_port(args, trace)
@@ -392,6 +395,8 @@ def parser() -> argparse.ArgumentParser:
     replay_p.add_argument("--variant", type=name, help="replay the same actions on another variant")
     replay_p.add_argument("--step-timeout", type=seconds(MIN_STEP_TIMEOUT_S), default=5.0,
                           help="seconds a port may take per step")
+    replay_p.add_argument("--jvm", metavar="CLASSPATH",
+                          help="replay a JVM trace (verify --jvm's) on these classes or jars")
     replay_p.add_argument("--port", nargs=argparse.REMAINDER,
                           help="replay against this port instead (its argv; must come last)")
     replay_p.set_defaults(run=cmd_replay)

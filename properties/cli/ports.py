@@ -30,6 +30,7 @@ from properties.cli.common import (
     progress,
     seconds,
 )
+from properties.cli.jvm import cmd_verify_jvm
 from properties.engines.lockstep import DIVERGENCE
 from properties.engines.mechanism import Mechanism
 from properties.engines.verify import (
@@ -114,6 +115,8 @@ def _tours(mechanism: Mechanism, name: str, config: Mapping[str, Param], variant
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.jvm is not None:
+        return cmd_verify_jvm(args)
     mechanism = mechanisms([args.mechanism])[0]
     variant = args.variant or mechanism.current
     config = _port_config(mechanism, args.config)
@@ -209,7 +212,12 @@ def add_verify_parser(sub: Any) -> None:
     verify_p.add_argument("--step-timeout", type=seconds(MIN_STEP_TIMEOUT_S), default=5.0,
                           help="seconds a port may take per step")
     verify_p.add_argument("--out", default="brokerspec-out", help="where the counterexample trace is written")
-    verify_p.add_argument("--port", nargs=argparse.REMAINDER, required=True,
+    verify_p.add_argument("--jvm", metavar="CLASSPATH",
+                          help="instead of a port: run the configuration's JVM adapter on these classes or jars "
+                               "(the user's build), every schedule within --preemptions (README: Check your own "
+                               "Pulsar build)")
+    verify_p.add_argument("--preemptions", type=int, help="with --jvm: the preemption bound (default 2)")
+    verify_p.add_argument("--port", nargs=argparse.REMAINDER,
                           help="the port's argv (no shell); must come last on the line")
     verify_p.set_defaults(run=cmd_verify)
 
