@@ -98,8 +98,8 @@ def test_protocol_lists_every_configuration_verify_sends(
     `--config`, `protocol` prints every configuration: verify's default ones among them)."""
     pidfile = tmp_path / "pids"
     chosen = [] if config is None else ["--config", config]
-    main(["verify", "--mechanism", mechanism, *chosen, "--budget", "5", "--out", str(tmp_path / "out"), "--port",
-          *_port("refuse", 0, pidfile)])
+    main(["verify", "--mechanism", mechanism, *chosen, "--budget", "120", "--out", str(tmp_path / "out"), "--port",
+          *_port("refuse", 0, pidfile)])  # a bound, not the time taken: the random walk's refused hello ends it
     sent = set(Path(f"{pidfile}.hellos").read_text(encoding="utf-8").splitlines())
     capsys.readouterr()
     assert main(["protocol", "--mechanism", mechanism, *chosen, "--json"]) == PASS
