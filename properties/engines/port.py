@@ -224,7 +224,7 @@ class PortProcess(BaseImplementation):
 
     def reset(self, sent: bool = False) -> dict[str, Json]:
         """Back to the initial state (capability `reset`): the `ready`'s vars; the next step is seq 1. `sent`:
-        the `RESET` line went out already, behind a pipelining port's steps (a planned run's say so themselves).
+        the `RESET` line went out already, behind a pipelining port's steps (one that `send` wrote is remembered).
 
         A failure here is the reset's (`PortError.at_reset`, or `OutOfTime` naming it), not the last step's;
         only an answer that is a step's reply is blamed on that step (it answered a step twice)."""
