@@ -143,6 +143,7 @@ class PortProcess(BaseImplementation):
         self.capabilities: frozenset[str] = frozenset()
         self._plan: tuple[Action, ...] = ()
         self._sent = 0
+        """The steps sent since the hello or the last reset (ahead of their replies, for a pipelining port)."""
         self._reset_sent = False
         self._vars: dict[str, Json] = {}
         self._violations: list[str] = []
@@ -223,7 +224,7 @@ class PortProcess(BaseImplementation):
 
     def reset(self, sent: bool = False) -> dict[str, Json]:
         """Back to the initial state (capability `reset`): the `ready`'s vars; the next step is seq 1. `sent`:
-        the `RESET` line went out already, behind a pipelining port's steps (a planned run's say so themselves).
+        the `RESET` line went out already, behind a pipelining port's steps (one that `send` wrote is remembered).
 
         A failure here is the reset's (`PortError.at_reset`, or `OutOfTime` naming it), not the last step's;
         only an answer that is a step's reply is blamed on that step (it answered a step twice)."""
@@ -266,7 +267,6 @@ class PortProcess(BaseImplementation):
         with the last of them, as the tour does (`sent_ahead`); a port without `pipeline` is sent each step
         when it is applied, as before."""
         self._plan = tuple(actions) if self.pipelines else ()
-        self._sent = self.seq
 
     def apply(self, action: Action) -> Observation:
         self.seq += 1
@@ -275,17 +275,17 @@ class PortProcess(BaseImplementation):
             if self._sent >= self.seq:
                 raise ValueError(f"step {self.seq}: {action} is not the planned step, which was sent already")
             self._plan = ()
-            self._write(step_line(self.seq, action))
+            self.send(step_line(self.seq, action))
         elif (end := sent_ahead(self.seq, self._sent, len(self._plan), PIPELINE_WINDOW)) > self._sent:
             lines = b"".join(step_line(seq, self._plan[seq - 1]) for seq in range(self._sent + 1, end + 1))
             self.send(lines + RESET if end == len(self._plan) and self.resets else lines)
-            self._sent = end
         return self.take_reply(self.seq, action)
 
     def send(self, lines: bytes) -> None:
         """Write step lines (`step_line`), and perhaps the `RESET` after the last, without waiting for their replies:
         a pipelining port's walk."""
         self._reset_sent = lines.endswith(RESET)
+        self._sent += lines.count(b"\n") - self._reset_sent
         self._write(lines)
 
     def take_reply(self, seq: int, action: Action) -> Observation:
@@ -366,8 +366,8 @@ class PortProcess(BaseImplementation):
             raise self._fault("garbage", f"'seq' must be the step's number, got {seq!r}")
         if kind == "reply" and seq != self.seq:
             error = self._fault("wrong-step", f"expected seq {self.seq}, got {seq!r}")
-            if isinstance(seq, int) and seq > self.seq:  # a later step's reply: the step was skipped, as that one shows
-                error.steps = seq
+            if isinstance(seq, int) and self.seq < seq <= self._sent:  # a reply to a step sent ahead: this one was
+                error.steps = seq  # skipped, which only a run as long as that step shows
             raise error
         return reply
 

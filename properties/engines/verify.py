@@ -281,8 +281,12 @@ class PortPool:
         if self.idle is not None:
             port, self.idle = self.idle, None
         else:
-            self.started += 1
-            port = self.spec.start()
+            self.started += 1  # a port that fails its hello was started
+            try:
+                port = self.spec.start()
+            except OutOfTime:
+                self.started -= 1  # past the deadline: none was
+                raise
         self.lent = [p for p in self.lent if not p.closed]  # those a failed run stopped itself
         self.lent.append(port)
         return port

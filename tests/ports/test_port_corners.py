@@ -38,12 +38,12 @@ def _trace(tmp_path: Path, steps: int = 3, engine: str = "hypothesis") -> Path:
     return save(replace(record(model, actions, engine=engine), engine=engine), tmp_path / "trace.json")
 
 
-def _verify(tmp_path: Path, port: list[str], *options: str) -> tuple[int, str, Path | None]:
-    """`verify` of pidquota on `port`: the exit code, the output and the trace it saved (if any)."""
+def _verify(tmp_path: Path, port: list[str], *options: str) -> tuple[int, Path | None]:
+    """`verify` of pidquota on `port`: the exit code and the trace it saved (if any)."""
     out = tmp_path / "out"
     code = main(["verify", "--mechanism", "pidquota", *options, "--out", str(out), "--port", *port])
     saved = sorted(out.glob("pidquota/*.json"))
-    return code, "", saved[0] if saved else None
+    return code, saved[0] if saved else None
 
 
 def test_replay_on_a_resetting_port_ends_with_a_reset_whose_hang_is_blamed_on_the_reset(
@@ -62,7 +62,7 @@ def test_replay_on_a_resetting_port_ends_with_a_reset_whose_hang_is_blamed_on_th
 
 def test_verify_blames_a_hanging_reset_on_the_reset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     port = _port("reset-hang", 0, tmp_path / "pids", "reset", "model")
-    code, _, trace = _verify(tmp_path, port, "--tour-only", "--budget", "3", "--step-timeout", "0.5")
+    code, trace = _verify(tmp_path, port, "--tour-only", "--budget", "6", "--step-timeout", "0.5")
     out = capsys.readouterr().out
     assert code == INFRA and "port-hang at the reset after step " in out, out
     assert trace is not None
@@ -78,7 +78,7 @@ def test_a_skipped_reply_is_the_same_failure_in_verify_and_in_replay(
     reset's `ready`), and so do the shrinker and `replay --port`, which send a pipelining port its steps ahead as
     the tour does (before, each was sent alone there, and the same port was a `port-hang`)."""
     port = _port("skip", 2, tmp_path / "pids", *flags)
-    code, _, trace = _verify(tmp_path, port, "--tour-only", "--budget", "6", "--step-timeout", "1")
+    code, trace = _verify(tmp_path, port, "--tour-only", "--budget", "6", "--step-timeout", "1")
     out = capsys.readouterr().out
     assert code == INFRA and "port-wrong-step at step " in out, out
     assert "does not reproduce on a fresh port" not in out, out  # the shrinker met the same failure
@@ -98,8 +98,8 @@ def test_protocol_lists_every_configuration_verify_sends(
     `--config`, `protocol` prints every configuration: verify's default ones among them)."""
     pidfile = tmp_path / "pids"
     chosen = [] if config is None else ["--config", config]
-    main(["verify", "--mechanism", mechanism, *chosen, "--budget", "5", "--out", str(tmp_path / "out"), "--port",
-          *_port("refuse", 0, pidfile)])
+    main(["verify", "--mechanism", mechanism, *chosen, "--budget", "120", "--out", str(tmp_path / "out"), "--port",
+          *_port("refuse", 0, pidfile)])  # a bound, not the time taken: the random walk's refused hello ends it
     sent = set(Path(f"{pidfile}.hellos").read_text(encoding="utf-8").splitlines())
     capsys.readouterr()
     assert main(["protocol", "--mechanism", mechanism, *chosen, "--json"]) == PASS
@@ -119,13 +119,15 @@ def test_shrink_of_a_port_trace_without_port_says_to_add_it(tmp_path: Path,
 
 def test_the_budget_holds_and_blames_no_slow_correct_port(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    """A correct port that takes 1.2 s to start (a JVM on a loaded machine): the tour's next configuration, then the
-    random walk, wait for it past the budget's end. The budget ends that wait and `verify` with it, on time, and
-    the port, which answered the steps before, is not called a hang (before, it was `port-hang at step 0`)."""
+    """A correct port that takes 2 s to start (a JVM on a loaded machine): the search ends at 4.5 s of 6, the random
+    walk after it starts one more port, whose start the budget's end cuts. The budget ends that wait and `verify`
+    with it, on time, and the port, which answered the tour's steps before, is not called a hang (before, it was
+    `port-hang at step 0`)."""
+    budget = 6.0
     started = time.monotonic()
-    code, _, trace = _verify(tmp_path, _port("slow-start", 1200, tmp_path / "pids", *CORRECT), "--budget", "3")
+    code, trace = _verify(tmp_path, _port("slow-start", 2000, tmp_path / "pids", *CORRECT), "--budget", str(budget))
     elapsed = time.monotonic() - started
     out = capsys.readouterr().out
     assert code == PASS and trace is None, out
     assert "the budget ran out while " in out and "waited for the port: raise --budget" in out, out
-    assert elapsed < 3 + 1.0, elapsed
+    assert elapsed < budget + 1.0, elapsed

@@ -155,8 +155,8 @@ def test_verify_reports_an_invariant_the_port_checks_itself_with_exit_code_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pidfile = tmp_path / "pids"
-    code = main(["verify", "--mechanism", "topiclist", "--budget", "6", "--out", str(tmp_path / "out"),
-                 "--port", *_argv("violation", 1, pidfile)])
+    code = main(["verify", "--mechanism", "topiclist", "--budget", "20", "--out", str(tmp_path / "out"),
+                 "--port", *_argv("violation", 1, pidfile)])  # a bound: the trace is recorded on the port before it
     out = capsys.readouterr().out
     assert code == VIOLATED, out
     assert "TL-I2 at step 1" in out
