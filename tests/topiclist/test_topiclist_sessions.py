@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from models.core import Action
+from models.topiclist.common import topics_hash
 from models.topiclist.sessions import DEFAULT_CONFIG, SessionsModel
 from properties.engines.explorer import explore
 from properties.engines.lockstep import Lockstep
@@ -50,7 +51,7 @@ def test_a_change_during_the_loss_is_reconciled() -> None:
     for action in (Action("lose"), Action.of("toggle", topic=b), Action("reconnect"), Action("step"),
                    Action("complete_listing"), Action("step")):
         assert not lockstep.apply(action).failures
-    assert reference.vars()["client"]["topics"] == [A, b]  # type: ignore[index]
+    assert reference.vars()["client"] == {"topics": [A, b], "hash": topics_hash((A, b))}
 
 
 def test_a_bad_configuration_is_named() -> None:
