@@ -6,6 +6,7 @@ hides a dependency from the reader, not from the design. The floors, bottom to t
     models, reference_impl        the spec and the implementation; nothing of ours (models.core aside)
     traces                        the trace as data: models.core only
     properties.engines            the engines: models.core, traces; never a mechanism by name
+    properties.jvm                the JVM controller's Python side (build, lock-level protocol): the engines
     properties.<mechanism>        one mechanism's binding: engines, its own model and reference
     properties.registry           the mechanisms by name
     properties.pipeline           the Spark pipeline over event logs: any mechanism's, through the registry
@@ -83,13 +84,14 @@ def _floor(module: str) -> str:
     return "mechanism" if parts[1] in MECHANISMS else parts[1]
 
 
-FLOORS = ("models", "reference_impl", "traces", "engines", "mechanism", "registry", "pipeline", "cli")
+FLOORS = ("models", "reference_impl", "traces", "engines", "jvm", "mechanism", "registry", "pipeline", "cli")
 ALLOWED: dict[str, set[str]] = {
     "models": {"models"},
     "reference_impl": {"reference_impl"},
     "traces": {"traces", "models"},
     "engines": {"engines", "traces", "models"},
-    "mechanism": {"mechanism", "engines", "traces", "models", "reference_impl"},
+    "jvm": {"jvm", "engines", "traces", "models"},
+    "mechanism": {"mechanism", "jvm", "engines", "traces", "models", "reference_impl"},
     "registry": {"registry", "mechanism", "engines", "traces", "models"},
     "pipeline": {"pipeline", "registry", "engines", "traces", "models"},
     "cli": set(FLOORS) - {"mechanism", "reference_impl"},

@@ -1,0 +1,90 @@
+"""`brokerspec verify --mechanism keyshared --config locks --jvm CLASSPATH` on the project's stand-ins.
+
+The stand-ins (`tests/jvm/standins`: upstream's packages, constructors and methods, written by the project) are
+compiled per tracker order; the adapter (`jvm/adapters/keyshared`) runs the lock configuration's dispatcher and
+acker threads through them under the JVM controller. On the current order the exploration names LK-6 (the lost
+wake-up of docs/findings/keyshared-tracker-lost-unblock.md) with a trace that replays on the JVM; on the fixed
+order (`locked-block`) it explores every schedule within the bound and finds nothing, and the current order's
+trace no longer fits it. Each run must stay under the issue's 60 s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from properties.cli import DIVERGED, PASS, USAGE, VIOLATED, main
+
+
+def _verify(classes: Path, out: Path, *more: str) -> tuple[int, float]:
+    started = time.monotonic()
+    code = main(["verify", "--mechanism", "keyshared", "--config", "locks", "--budget", "50", "--out", str(out),
+                 "--jvm", str(classes), *more])
+    return code, time.monotonic() - started
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    elapsed_s: float
+    out: str
+    folder: Path
+
+
+@pytest.fixture(scope="module")
+def current_run(standin_classes: dict[tuple[str, str], Path], tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """verify --jvm on the current order, once for the module (its output captured by hand: a module fixture has
+    no capsys)."""
+    folder = tmp_path_factory.mktemp("jvm-current")
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code, elapsed = _verify(standin_classes["keyshared", "current"], folder)
+    return Run(code, elapsed, buffer.getvalue(), folder)
+
+
+def test_the_current_order_loses_a_wake_up_and_the_trace_replays_on_the_jvm(
+    standin_classes: dict[tuple[str, str], Path], current_run: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = current_run.out
+    assert current_run.code == VIOLATED and current_run.elapsed_s < 60, out
+    assert re.search(r"jvm locks: LK-6 after \d+ steps", out), out
+    trace = current_run.folder / "keyshared" / "pip379-jvm-locks-LK-6.json"
+    document = json.loads(trace.read_text(encoding="utf-8"))
+    assert document["failure"]["names"] == ["LK-6"]
+    # the race: the dispatcher counts its block on an entry the acker removed meanwhile, reading no block
+    assert document["points"][-1].startswith("dispatcher: ") and "incrementBlockedCount" in document["points"][-1]
+    assert any(p.startswith("acker: ") and "isBlocking" in p for p in document["points"])
+    assert main(["replay", str(trace), "--jvm", str(standin_classes["keyshared", "current"])]) == VIOLATED
+    assert "LK-6 on keyshared/pip379 locks on the JVM" in capsys.readouterr().out
+
+
+def test_the_fixed_order_passes_every_schedule_and_the_old_trace_no_longer_fits(
+    standin_classes: dict[tuple[str, str], Path], current_run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, elapsed = _verify(standin_classes["keyshared", "locked-block"], tmp_path)
+    out = capsys.readouterr().out
+    assert code == PASS and elapsed < 60, out
+    schedules = int(re.search(r"jvm locks: (\d+) schedules", out).group(1))  # type: ignore[union-attr]
+    assert "(every schedule)" in out and "no invariant violated" in out and schedules > 50, out
+    trace = current_run.folder / "keyshared" / "pip379-jvm-locks-LK-6.json"
+    assert main(["replay", str(trace), "--jvm", str(standin_classes["keyshared", "locked-block"])]) == DIVERGED
+    assert "the schedule does not fit these classes" in capsys.readouterr().out
+
+
+def test_a_missing_classpath_entry_or_a_configuration_without_adapter_is_a_usage_error(
+    standin_classes: dict[tuple[str, str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = f"{standin_classes['keyshared', 'current']}{os.pathsep}{tmp_path / 'nowhere.jar'}"
+    assert _verify(Path(missing), tmp_path)[0] == USAGE
+    assert main(["verify", "--mechanism", "keyshared", "--config", "tracker", "--jvm",
+                 str(standin_classes["keyshared", "current"])]) == USAGE
+    err = capsys.readouterr().err
+    assert "nowhere.jar: no such file or folder" in err and "has no adapter for keyshared --config tracker" in err
