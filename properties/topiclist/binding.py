@@ -45,6 +45,8 @@ from models.topiclist import (
 from models.topiclist.common import topics_hash
 from models.topiclist.semaphore_locks import DEFAULT_CONFIG as LOCKS_DEFAULT_CONFIG
 from models.topiclist.semaphore_locks import SemaphoreLocksModel
+from models.topiclist.sessions import DEFAULT_CONFIG as SESSIONS_DEFAULT_CONFIG
+from models.topiclist.sessions import SessionsModel
 from properties.engines.eventlog import EventLog
 from properties.engines.lockstep import BaseImplementation, Implementation
 from properties.engines.mechanism import Mechanism, Property
@@ -53,6 +55,7 @@ from properties.topiclist import proofs as topiclist_z3
 from properties.topiclist import protocol as topiclist_protocol
 from properties.topiclist.guards import GUARDS
 from properties.topiclist.locks import SemaphoreLocksReference
+from properties.topiclist.sessions import SessionsReference
 from reference_impl.topiclist import (
     LONG_MAX,
     AsyncDualMemoryLimiter,
@@ -795,16 +798,32 @@ def _scope(config: Mapping[str, Param] | None) -> Param | None:
 
 
 def make_model(config: Mapping[str, Param] | None, variant: str) -> Model[Any]:
-    """`scope: semaphore-locks` selects the semaphore at lock granularity (models/topiclist/semaphore_locks.py)."""
+    """`scope: semaphore-locks` selects the semaphore at lock granularity (models/topiclist/semaphore_locks.py),
+    `scope: sessions` the watcher across metadata sessions (models/topiclist/sessions.py)."""
     if _scope(config) == "semaphore-locks":
         return SemaphoreLocksModel(config, variant)
+    if _scope(config) == "sessions":
+        return SessionsModel(config, variant)
     return TopicListModel(config, variant)
 
 
 def make_reference(config: Mapping[str, Param] | None, variant: str) -> Implementation:
     if _scope(config) == "semaphore-locks":
         return SemaphoreLocksReference(config, variant)
+    if _scope(config) == "sessions":
+        return SessionsReference(config, variant)
     return TopicListReference(config, variant)
+
+
+# The watcher across metadata sessions (models/topiclist/sessions.py): `sessions` is one create or delete and two
+# session losses (a change during a loss, one in flight at a loss, a loss while the reconnect's listing runs);
+# `sessions-race` allows a second change, enough for an update still queued at a loss: upstream drops it while its
+# snapshot of the list counts it (the finding below, TL-S1 in 7 steps).
+SESSIONS_FINDING = "docs/findings/topiclist-sessions-dropped-queued-update.md"
+SESSIONS_EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
+    "sessions": {**SESSIONS_DEFAULT_CONFIG, "max_changes": 1},
+    "sessions-race": SESSIONS_DEFAULT_CONFIG,
+}
 
 
 # The semaphore's lock scope (models/topiclist/semaphore_locks.py), replayed on the upstream-granularity reference
@@ -883,6 +902,7 @@ MECHANISM = Mechanism(
         "topiclist/flows": ("TL-I1", "TL-I2", "TL-I3", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I8", "TL-I9",
                             "TL-I11", "TL-I12"),
         "topiclist/semaphore-locks": ("SL-1", "SL-2", "SL-3", "SL-4"),
+        "topiclist/sessions": ("TL-S1",),
     },
     beyond_model={
         "TL-I11": Property("a lookup permit is held for every get-topics request the broker admitted, until the "
@@ -902,6 +922,7 @@ MECHANISM = Mechanism(
         "semaphore": {**EXPLORE_CONFIG, "max_requests": 3},
         "flows": EXPLORE_FLOWS_CONFIG,
         **LOCKS_EXPLORE_CONFIGS,  # seconds each: replayed before the broad all_flows
+        **SESSIONS_EXPLORE_CONFIGS,
         "all_flows": EXPLORE_ALL_FLOWS_CONFIG,
     },
     hypothesis_configs={"semaphore": HYPOTHESIS_CONFIG, "flows": HYPOTHESIS_FLOWS_CONFIG,
@@ -911,6 +932,6 @@ MECHANISM = Mechanism(
     interesting=topiclist_coverage.INTERESTING,
     vocabularies=topiclist_protocol.VOCABULARIES,
     scope_of=topiclist_protocol.scope_of,
-    findings=LOCKS_FINDINGS,
+    findings={**LOCKS_FINDINGS, "sessions-race": {"TL-S1": SESSIONS_FINDING}},
     nightly_configs=LOCKS_NIGHTLY_CONFIGS,
 )

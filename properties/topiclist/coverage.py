@@ -73,10 +73,30 @@ LOCK_MARKS = (
 """The semaphore lock scope's marks (models/topiclist/semaphore_locks.py)."""
 
 
+def _client_behind(v: Vars) -> bool:
+    client = v.get("client")
+    return isinstance(client, dict) and as_list(client.get("topics")) != as_list(v.get("namespace"))
+
+
+def _sessions(holds: Callable[[Vars], bool]) -> Predicate:
+    """A mark of the sessions scope."""
+    return lambda c, v: c.get("scope") == "sessions" and holds(v)
+
+
+SESSION_MARKS = (
+    Interesting("the client's list differs from the namespace while the session is lost",
+                _sessions(lambda v: v.get("connected") is False and _client_behind(v))),
+    Interesting("a listing is in flight after a reconnect",
+                _sessions(lambda v: v.get("connected") is True and v.get("listing") is True)),
+)
+"""The sessions scope's marks (models/topiclist/sessions.py)."""
+
+
 INTERESTING = (
     Interesting("a request timed out", _timed_out),
     Interesting("the queue is full", _queue_full),
     Interesting("memory held while a request waits", _contended),
     Interesting("a leak-free quiescent state after a failure", _quiet_after_failure),
     *LOCK_MARKS,
+    *SESSION_MARKS,
 )

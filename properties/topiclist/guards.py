@@ -32,6 +32,14 @@ GUARDS: dict[str, dict[str, Guard]] = {
         "watchers": Guard(unguarded="the watchers' registration and update queues: no oracle yet"),
         "denied": Guard(unguarded="the namespaces denied authorization: no oracle yet"),
     },
+    # The watcher across metadata sessions (properties/topiclist/sessions.py).
+    "topiclist/sessions": {
+        "namespace": Guard((HARNESS_INPUT,)),  # the harness's own record of the namespace's topics
+        "connected": Guard((HARNESS_INPUT,)),  # the session events the harness sent
+        "executor": Guard(("TL-S1",)),  # a lost send or reconnect task leaves the client behind the namespace
+        "listing": Guard(("TL-S1",)),  # a listing never answered never reconciles
+        "client": Guard(("TL-S1",)),  # the client's list, rebuilt from the updates written
+    },
     # The lock-level scope (properties/topiclist/locks.py): its ledger judges SL-1..SL-4.
     "topiclist/semaphore-locks": {
         "available": Guard(("SL-1", "SL-2", "SL-3")),

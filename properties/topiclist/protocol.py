@@ -311,10 +311,48 @@ TOPICLIST_SEMAPHORE_LOCKS = Vocabulary(
     observation={},
 )
 
+TOPICLIST_SESSIONS = Vocabulary(
+    config={
+        "scope": '"sessions": one TopicListWatcher of one namespace across metadata session losses (#25188)',
+        "topics": "the topic names the namespace may hold",
+        "initial": "the namespace's topics at the start (the watcher is created and answered with them)",
+        "max_changes": "budget of toggle actions (creates and deletes)",
+        "max_losses": "budget of session losses",
+    },
+    vars={
+        "namespace": "the namespace's topics, sorted (the harness's own record)",
+        "namespace[]": "a topic name",
+        "connected": "whether the broker's metadata session is up",
+        "executor": "the connection executor's tasks, in order: send(-deleted +new) an update's send, reconnect the "
+                    "reconnect's update of the watcher",
+        "executor[]": "a task label",
+        "listing": "a listing of the namespace is in flight",
+        "client": "what the client end holds",
+        "client.topics": "the client's list, sorted: the updates it received applied in order",
+        "client.topics[]": "a topic name",
+        "client.hash": "the hash carried by the last update it received (at first, its WatchSuccess's)",
+    },
+    actions={
+        "toggle": ActionDoc("the topic is created if the namespace lacks it, else deleted; while the session is up "
+                            "the watcher gets the notification (onTopicEvent), while it is lost nobody does",
+                            "changes are left", {"topic": "the topic"}),
+        "lose": ActionDoc("SessionLost / ConnectionLost reaches the watcher", "the session is up and losses are left"),
+        "reconnect": ActionDoc("Reconnected / SessionReestablished reaches the watcher: it queues its update",
+                               "the session is lost"),
+        "step": ActionDoc("the connection's executor runs its next task", "a task is queued"),
+        "complete_listing": ActionDoc("the listing in flight returns the namespace's topics", "a listing is in "
+                                      "flight and the session is up"),
+        "fail_listing": ActionDoc("the listing in flight fails (a read on the lost session)", "a listing is in "
+                                  "flight and the session is lost"),
+    },
+    observation={},
+)
+
 VOCABULARIES: Mapping[str, Vocabulary] = {
     "topiclist/semaphore": TOPICLIST_SEMAPHORE,
     "topiclist/flows": TOPICLIST_FLOWS,
     "topiclist/semaphore-locks": TOPICLIST_SEMAPHORE_LOCKS,
+    "topiclist/sessions": TOPICLIST_SESSIONS,
 }
 """Every scope's meanings, by scope."""
 
