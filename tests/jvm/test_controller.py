@@ -103,7 +103,7 @@ def test_a_reset_brings_back_the_initial_state(toy_port: PortFactory) -> None:
     assert port.run("b").thread("b").holds == ("ReentrantLock@1",)
 
 
-def _lost_update(snap: Snapshot) -> list[str]:
+def _lost_update(snap: Snapshot, _thread: str | None) -> list[str]:
     return ["lost update"] if snap.finished and snap.vars["value"] != 2 else []
 
 
