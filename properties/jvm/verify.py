@@ -52,12 +52,14 @@ TRACKER = Adapter("org.apache.pulsar.broker.service.BrokerspecKeySharedLocks", "
 ADAPTERS: dict[tuple[str, str], Adapter] = {
     ("keyshared", "locks"): TRACKER,
     ("keyshared", "locks-fix"): TRACKER,
+    ("keyshared", "locks-pre23854"): TRACKER,
     **{("topiclist", name): SEMAPHORE for name in ("semaphore-locks", "semaphore-locks-cancel",
                                                    "semaphore-locks-grant")},
 }
 """The configurations `verify --jvm` runs, by (mechanism, configuration name): their scripts, and the order of the
 model an adapter that reports the model's labels is stepped beside (`locks`: the current tracker, `locks-fix`: the
-fixed one). On the JVM the code is whatever CLASSPATH holds: a model of another order diverges in granularity."""
+fixed one, `locks-pre23854`: the one before apache/pulsar#23854). On the JVM the code is whatever CLASSPATH
+holds: beside a model of another order it diverges in granularity."""
 
 
 def adapter_for(mechanism: str, config: str) -> Adapter:

@@ -103,3 +103,19 @@ def test_the_fixed_code_beside_the_current_model_is_a_granularity_divergence(
     assert code == DIVERGED, out
     assert ("granularity after 7 steps: dispatcher: the JVM is at 'shouldBlockStickyKeyHash: tracker.writeLock.lock', "
             "the model at 'shouldBlockStickyKeyHash: entry.blockedCount.incrementAndGet'") in out, out
+
+
+def test_the_order_before_23854_updates_stats_under_the_tracker_monitor(
+    standin_classes: dict[tuple[str, str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The known-bad order of apache/pulsar#23854 beside its model (`locks-pre23854`): the first addEntry updates
+    the stats inside the tracker's monitor (LK-4, the deadlock #23854 fixed); beside the current model its first
+    point is already another one (the monitor where the current tracker takes its write lock)."""
+    classes = standin_classes["keyshared", "pre23854"]
+    code, _ = _verify(classes, tmp_path, "locks-pre23854")
+    out = capsys.readouterr().out
+    assert code == VIOLATED and "jvm locks-pre23854: LK-4 after 2 steps" in out, out
+    assert "DrainingHashesTracker.addEntry:" in out.splitlines()[3] and "synchronized tracker" in out, out
+    assert _verify(classes, tmp_path)[0] == DIVERGED
+    assert ("granularity after 1 steps: dispatcher: the JVM is at 'addEntry: tracker.lock', the model at "
+            "'addEntry: tracker.writeLock.lock'") in capsys.readouterr().out

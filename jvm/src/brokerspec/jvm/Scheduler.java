@@ -361,6 +361,13 @@ public final class Scheduler {
         }
     }
 
+    /** Whether thread {@code m} holds {@code lock} (a monitor or a Lock it took at a point). */
+    public static boolean holds(Managed m, Object lock) {
+        synchronized (MON) {
+            return m.holds.stream().anyMatch(held -> held == lock);
+        }
+    }
+
     /** Whether every managed thread has ended (a scenario judges what only the end shows then). */
     public static boolean allDone() {
         synchronized (MON) {

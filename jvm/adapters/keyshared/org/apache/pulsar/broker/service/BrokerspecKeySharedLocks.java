@@ -22,7 +22,8 @@ import java.util.TreeSet;
  * <p>Its {@code threads} variable is each thread's point as the lock model labels it ({@link #label}), which
  * {@code verify --jvm} compares with the model's at every step (a granularity divergence when they differ).
  *
- * <p>Its ledger judges, from what it observes: LK-1 (a mapped entry's ref count below 0), LK-5 (a
+ * <p>Its ledger judges, from what it observes: LK-1 (a mapped entry's ref count below 0), LK-4 (a thread about to
+ * update stats or call the unblocking handler holds the tracker's monitor or write lock), LK-5 (a
  * {@code NullPointerException} escaped a thread) and LK-6 (a lost wake-up: once every thread is done, a dispatch
  * that was blocked and was followed by no unblocking call, neither its hash nor -1, while no consumer left after it
  * and the tracker no longer drains the hash: nothing will ever dispatch the blocked message again).
@@ -302,10 +303,14 @@ public class BrokerspecKeySharedLocks implements Scenario {
         for (Map.Entry<?, ?> e : stats.entrySet()) {
             Object key = e.getKey() instanceof Consumer ? e.getKey() : field(e.getKey(), "consumer");
             Integer id = key instanceof Consumer consumer ? ids.get(consumer) : null;
-            if (id != null && field(e.getValue(), "statsLock")
-                    instanceof java.util.concurrent.locks.ReentrantReadWriteLock lock) {
+            if (id == null) {
+                continue;
+            }
+            if (field(e.getValue(), "statsLock") instanceof java.util.concurrent.locks.ReentrantReadWriteLock lock) {
                 Scheduler.name(lock.writeLock(), "stats[" + id + "].writeLock");
                 Scheduler.name(lock.readLock(), "stats[" + id + "].readLock");
+            } else { // before #23854 the stats were synchronized on themselves: the model labels it the write lock
+                Scheduler.name(e.getValue(), "stats[" + id + "].writeLock");
             }
         }
     }
@@ -350,7 +355,8 @@ public class BrokerspecKeySharedLocks implements Scenario {
                 outer = method(frames.get(j));
             }
         }
-        String verb = site.op.substring(site.op.lastIndexOf('.') + 1);
+        String verb = site.kind == brokerspec.jvm.Site.Kind.MONITOR ? "lock"
+                : site.op.substring(site.op.lastIndexOf('.') + 1);
         String what;
         if (m.via() != null) {
             what = Scheduler.nameOf(m.via()) + "." + verb;
@@ -364,9 +370,24 @@ public class BrokerspecKeySharedLocks implements Scenario {
         return outer + ": " + what;
     }
 
+    /** LK-4 (the #23854 rule): a thread about to update stats or call the unblocking handler holds the tracker's
+     * monitor (before #23854) or its write lock. */
+    private void judgeHolds() {
+        Object writeLock = field(tracker, "lock") instanceof java.util.concurrent.locks.ReentrantReadWriteLock rw
+                ? rw.writeLock() : null;
+        for (Scheduler.Managed m : Scheduler.threads()) {
+            String label = label(m);
+            boolean sideEffect = label.endsWith(": stickyKeyHashUnblocked") || label.contains(": stats[");
+            if (sideEffect && (Scheduler.holds(m, tracker) || (writeLock != null && Scheduler.holds(m, writeLock)))) {
+                broken.add("LK-4");
+            }
+        }
+    }
+
     @Override
     public Map<String, Object> vars() {
         nameStats();
+        judgeHolds();
         Map<Integer, DrainingHashesTracker.DrainingHashEntry> draining = draining();
         List<Object> entries = new ArrayList<>();
         for (Map.Entry<Integer, DrainingHashesTracker.DrainingHashEntry> e : draining.entrySet()) {
