@@ -456,12 +456,18 @@ public final class Scheduler {
         return m.site.className + "." + m.site.method + ":" + m.site.line + " " + m.site.op + " " + nameOf(m.object);
     }
 
+    /** Where a thread waits: its innermost frame, and the innermost frame outside the JDK (the code that waits). */
     private static String stackTop(Thread thread) {
-        StringBuilder out = new StringBuilder();
         StackTraceElement[] stack = thread.getStackTrace();
-        for (int i = 0; i < Math.min(4, stack.length); i++) {
-            out.append(i == 0 ? "" : " < ").append(stack[i]);
+        if (stack.length == 0) {
+            return "(no stack)";
         }
-        return out.toString();
+        for (StackTraceElement frame : stack) {
+            String name = frame.getClassName();
+            if (!name.startsWith("java.") && !name.startsWith("jdk.") && !name.startsWith("sun.")) {
+                return stack[0] + " in " + frame;
+            }
+        }
+        return stack[0].toString();
     }
 }
