@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -140,16 +141,31 @@ def name(text: str) -> str:
     return text
 
 
-def at_least(least: float, kind: Callable[[str], Any] = int) -> Callable[[str], Any]:
-    """An argparse type: a number of `kind` no smaller than `least` (a negative budget is a usage error)."""
+MAX_SECONDS = 7 * 86_400.0
+"""The longest wait or budget a command takes (a week): a larger one overflows the selectors' timeouts."""
+
+
+def at_least(least: float, kind: Callable[[str], Any] = int, most: float | None = None) -> Callable[[str], Any]:
+    """An argparse type: a finite number of `kind` no smaller than `least` (a negative budget is a usage error) and
+    no larger than `most` when given."""
 
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
         if value < least:
             raise argparse.ArgumentTypeError(f"{text} is below {least:g}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"{text} is above {most:g}")
         return value
 
+    return parse
+
+
+def seconds(least: float = 0.0) -> Callable[[str], float]:
+    """An argparse type: seconds, finite, from `least` to `MAX_SECONDS`."""
+    parse: Callable[[str], float] = at_least(least, float, MAX_SECONDS)
     return parse

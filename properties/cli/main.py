@@ -33,11 +33,20 @@ from properties.cli.common import (
     mechanisms,
     name,
     progress,
+    seconds,
     table,
 )
 from properties.cli.invariants import cmd_invariants
 from properties.cli.jvm import cmd_replay_jvm
-from properties.cli.ports import MODEL_ONLY_NOTE, add_verify_parser, recorded_on_port, replay_on_port, shrink_on_port
+from properties.cli.ports import (
+    MIN_STEP_TIMEOUT_S,
+    MODEL_ONLY_NOTE,
+    add_verify_parser,
+    recorded_on_port,
+    replay_on_port,
+    sent_by_verify,
+    shrink_on_port,
+)
 from properties.cli.promote import CORPUS, promote
 from properties.cli.report import render
 from properties.engines import profiles
@@ -89,7 +98,11 @@ def _writable(path: Path) -> Path:
 
 def cmd_shrink(args: argparse.Namespace) -> int:
     trace = load_trace(args.trace)
-    model = _validated(trace, args.trace, check_vars=args.port is None)  # a port's trace holds the port's states
+    on_port = recorded_on_port(trace)
+    model = _validated(trace, args.trace, check_vars=not on_port)  # a port's trace holds the port's states
+    if args.port is None and on_port:  # the model alone never fails as the port did
+        raise UsageError(f"{args.trace}: the trace was recorded on a port: shrink it against the port with "
+                         f"--port ARGV (the port's command line, last on the line)")
     names = trace.failure.get("names")
     if not isinstance(names, list) or not names:
         raise UsageError(f"{args.trace}: the trace records no failure to shrink toward")
@@ -115,7 +128,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     implementation = mechanism.make_reference(model.config, model.variant) if mechanism.make_reference else None
     try:
         save(record(model, actions, engine=f"{trace.engine}+shrink", seed=trace.seed,
-                    implementation=implementation, stuck=stuck), out)
+                    implementation=implementation, stuck=stuck, target=target), out)
     except OSError as exc:
         raise UsageError(f"{out}: cannot write: {exc.strerror}") from None
     print(f"{args.trace}: {len(trace.actions)} -> {len(actions)} steps, still {target}: {out}")
@@ -297,10 +310,8 @@ def cmd_protocol(args: argparse.Namespace) -> int:
     variant = args.variant or mechanism.current
     if variant not in mechanism.variants:
         raise UsageError(f"unknown variant {variant!r} for {mechanism.name} (known: {', '.join(mechanism.variants)})")
-    try:
-        print(describe(mechanism, variant, [args.config] if args.config else None, as_json=args.json))
-    except ValueError as exc:  # an unknown configuration name
-        raise UsageError(str(exc)) from None
+    chosen = None if args.config is None else sent_by_verify(mechanism, args.config, variant)  # as verify sends
+    print(describe(mechanism, variant, as_json=args.json, chosen=chosen))
     return PASS
 
 
@@ -382,7 +393,8 @@ def parser() -> argparse.ArgumentParser:
     replay_p.add_argument("--against", choices=("model", "reference"), default="model",
                           help="replay on the model (default) or on the reference implementation beside it")
     replay_p.add_argument("--variant", type=name, help="replay the same actions on another variant")
-    replay_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
+    replay_p.add_argument("--step-timeout", type=seconds(MIN_STEP_TIMEOUT_S), default=5.0,
+                          help="seconds a port may take per step")
     replay_p.add_argument("--jvm", metavar="CLASSPATH",
                           help="replay a JVM trace (verify --jvm's) on these classes or jars")
     replay_p.add_argument("--port", nargs=argparse.REMAINDER,
@@ -392,8 +404,8 @@ def parser() -> argparse.ArgumentParser:
     shrink_p = sub.add_parser("shrink", help="delta-debug a failing trace to a shorter one")
     shrink_p.add_argument("trace")
     shrink_p.add_argument("-o", "--output", help="the shrunk trace (default: TRACE's name with .shrunk.json)")
-    shrink_p.add_argument("--budget", type=float, default=60.0, help="with --port: seconds for the whole shrink")
-    shrink_p.add_argument("--step-timeout", type=float, default=5.0,
+    shrink_p.add_argument("--budget", type=seconds(), default=60.0, help="with --port: seconds for the whole shrink")
+    shrink_p.add_argument("--step-timeout", type=seconds(MIN_STEP_TIMEOUT_S), default=5.0,
                           help="with --port: seconds a port may take per step")
     shrink_p.add_argument("--port", nargs=argparse.REMAINDER,
                           help="shrink against this port, the oracle (its argv; must come last)")

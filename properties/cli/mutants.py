@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -70,6 +72,15 @@ class Kill:
     """Seconds of the whole run: interpreter start, imports, check and shrinking."""
     trace: str
     detail: str
+    replayed: str = ""
+    """What the row's `reproduce:` command printed on the patched copy: its saved trace replayed."""
+
+    @property
+    def replays_to_the_kill(self) -> bool:
+        """The saved trace replays to the row's finding at the row's step (`replay` prints `TRACE: step N: A, B
+        on ...`): a trace that stops short of its row's invariant would fail this."""
+        found = re.search(r": step (\d+): (.+?) on ", self.replayed)
+        return found is not None and int(found[1]) == self.steps and self.target in found[2].split(", ")
 
     @property
     def killed(self) -> bool:
@@ -139,10 +150,24 @@ def run(
         except json.JSONDecodeError:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             return Kill(mutant, done.returncode, "", (), "crash", 0, wall, wall, "", last)
-    failing = [row for row in report["rows"] if row["code"] != 0]
-    if not failing:
-        return Kill(mutant, done.returncode, "", (), "survived", 0, wall, wall, "", "every row passed")
-    row = failing[0]
+        failing = [row for row in report["rows"] if row["code"] != 0]
+        if not failing:
+            return Kill(mutant, done.returncode, "", (), "survived", 0, wall, wall, "", "every row passed")
+        row = failing[0]
+        replayed = _reproduced(str(row.get("reproduce", "")), tree, environment, timeout_s)
     return Kill(mutant, done.returncode, str(row["engine"]), tuple(row.get("failures", ())),
                 str(row.get("target", "")), int(row.get("steps", 0)), float(row["after_s"]), wall,
-                str(row.get("trace", "")), str(row["detail"]))
+                str(row.get("trace", "")), str(row["detail"]), replayed)
+
+
+def _reproduced(command: str, tree: Path, environment: Mapping[str, str], timeout_s: float) -> str:
+    """The output of a row's `reproduce:` command (`brokerspec replay ...`) run on the patched copy."""
+    words = shlex.split(command)
+    if words[:2] != ["brokerspec", "replay"]:
+        return f"no replay command: {command!r}"
+    try:
+        done = subprocess.run([sys.executable, "-m", "properties.cli", *words[1:]], cwd=tree, env=dict(environment),
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return f"replay: no verdict in {timeout_s:g}s"
+    return (done.stdout.strip() or done.stderr.strip()).splitlines()[-1] if (done.stdout or done.stderr) else ""

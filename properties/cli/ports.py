@@ -18,7 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from models.core import Model, Param
-from properties.cli.common import DIVERGED, INFRA, PASS, VIOLATED, UsageError, make_model, mechanisms, name, progress
+from properties.cli.common import (
+    DIVERGED,
+    INFRA,
+    PASS,
+    VIOLATED,
+    UsageError,
+    make_model,
+    mechanisms,
+    name,
+    progress,
+    seconds,
+)
 from properties.cli.jvm import cmd_verify_jvm
 from properties.engines.lockstep import DIVERGENCE
 from properties.engines.mechanism import Mechanism
@@ -39,6 +50,10 @@ from traces.format import Trace, TraceError, save
 
 MODEL_ONLY_NOTE = "checked on the model only: the trace was recorded on a port, whose failure replays with --port ARGV"
 """What `replay` of a port's trace says without `--port`: the model passing it says nothing of the port."""
+
+
+MIN_STEP_TIMEOUT_S = 0.001
+"""The shortest `--step-timeout`: a port is given at least a millisecond to answer."""
 
 
 def port_code(target: str) -> int:
@@ -68,15 +83,31 @@ def _port_config(mechanism: Mechanism, name: str | None) -> Mapping[str, Param]:
     return configs[name]
 
 
-def _tours(mechanism: Mechanism, name: str, config: Mapping[str, Param], variant: str,
-           spec: PortSpec) -> list[tuple[str, Callable[[], Model[Any]], PortSpec]]:
+def toured(mechanism: Mechanism, name: str, config: Mapping[str, Param], variant: str) -> list[str]:
     """Every explorer configuration of `config`'s scope, the one named `name` first: what the tour covers."""
     scope = mechanism.scope(mechanism.make_model(config, variant).config)
     names = [n for n in mechanism.explore_configs
              if mechanism.scope(mechanism.make_model(mechanism.explore_configs[n], variant).config) == scope]
     names.sort(key=lambda n: n != name)
+    return names
+
+
+def sent_by_verify(mechanism: Mechanism, name: str | None, variant: str) -> list[tuple[str, str]]:
+    """(name, engine) of every configuration `verify --config NAME` sends a port in a hello, in order: the
+    tour's explorer configurations, then NAME itself (`_port_config`'s choice: the Hypothesis one of that name,
+    else the explorer one, which the tour has sent already)."""
+    config = _port_config(mechanism, name)
+    chosen = name or next(iter(mechanism.hypothesis_configs))
+    sent = [(n, "explorer") for n in toured(mechanism, chosen, config, variant)]
+    engine = "hypothesis" if chosen in mechanism.hypothesis_configs else "explorer"
+    return [*sent, *([(chosen, engine)] if (chosen, engine) not in sent else [])]
+
+
+def _tours(mechanism: Mechanism, name: str, config: Mapping[str, Param], variant: str,
+           spec: PortSpec) -> list[tuple[str, Callable[[], Model[Any]], PortSpec]]:
+    """The tour's configurations (`toured`), each with its model and port set-up."""
     out: list[tuple[str, Callable[[], Model[Any]], PortSpec]] = []
-    for explored in names:
+    for explored in toured(mechanism, name, config, variant):
         small = dict(mechanism.explore_configs[explored])
         out.append((explored, lambda small=small: mechanism.make_model(small, variant),  # type: ignore[misc]
                     replace(spec, config=small)))
@@ -135,7 +166,7 @@ def replay_on_port(args: argparse.Namespace, trace: Trace) -> int:
     if found is None:
         print(f"{args.trace}: {len(trace.actions)} steps replayed on {label}: no failure")
         return PASS
-    print(f"{args.trace}: step {len(found.actions)}: {found.target} on {label}. {found.detail}".rstrip())
+    print(f"{args.trace}: {found.where}: {found.target} on {label}. {found.detail}".rstrip())
     return port_code(found.target)
 
 
@@ -171,14 +202,15 @@ def add_verify_parser(sub: Any) -> None:
     verify_p.add_argument("--variant", type=name, help="the variant the port implements (default: the current one)")
     verify_p.add_argument("--config", type=name,
                           help="configuration name (default: the first Hypothesis configuration)")
-    verify_p.add_argument("--budget", type=float, default=20.0,
+    verify_p.add_argument("--budget", type=seconds(), default=20.0,
                           help="seconds for everything, shrinking and the trace included (default 20)")
     verify_p.add_argument("--tour-only", action="store_true",
                           help=f"only the tour: every transition of each explorer configuration of the scope (up to "
                                f"{TOUR_MAX_STEPS} steps each), no random walks or Hypothesis runs (for CI)")
     verify_p.add_argument("--seed", type=int, default=0,
                           help="seed of the random walks and Hypothesis runs (default 0; the same seed, the same runs)")
-    verify_p.add_argument("--step-timeout", type=float, default=5.0, help="seconds a port may take per step")
+    verify_p.add_argument("--step-timeout", type=seconds(MIN_STEP_TIMEOUT_S), default=5.0,
+                          help="seconds a port may take per step")
     verify_p.add_argument("--out", default="brokerspec-out", help="where the counterexample trace is written")
     verify_p.add_argument("--jvm", metavar="CLASSPATH",
                           help="instead of a port: run the configuration's JVM adapter on these classes or jars "

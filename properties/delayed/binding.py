@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import cast
 
 from models.core import Action, Json, Observation, Param
-from models.delayed import EXPLORE_CONFIG, HYPOTHESIS_CONFIG, MAX_LONG, DelayedModel
+from models.delayed import EXPLORE_CONFIG, HYPOTHESIS_CONFIG, MAX_LONG, NO_DELAY, DelayedModel
 from properties.delayed import coverage as delayed_coverage
 from properties.delayed import proofs as delayed_z3
 from properties.delayed import protocol as delayed_protocol
@@ -56,6 +56,7 @@ from reference_impl.delayed.bench import (
     MemoryResult,
     measure_memory,
 )
+from traces.limits import INT32, INT64, NON_NEGATIVE_LONG
 
 __all__ = ["MECHANISM", "DelayedReference", "bench", "plot_memory", "seed_theory_aes"]
 
@@ -400,7 +401,9 @@ MECHANISM = Mechanism(
     spec=SPEC,
     log=event_log,
     lanes=Lanes(tuple_id={"buckets": 1, "deliver_at": 2}),  # a bucket by its start, a message by ledger and entry
-    limits={"lookahead": (0, 10_000), "round_size": (1, 10_000)},
+    limits={"lookahead": (0, 10_000), "round_size": (1, 10_000), "tick": (1, INT64[1]),
+            "max_deliver_at": NON_NEGATIVE_LONG, "ledgers": NON_NEGATIVE_LONG, "entries": NON_NEGATIVE_LONG,
+            "limits": (1, INT32[1]), "extra_deliver_at": (NO_DELAY, INT64[1]), "extra_now": (1, INT64[1])},
     make_model=lambda config, variant: DelayedModel(config, variant),
     make_reference=lambda config, variant: DelayedReference(config, variant),
     current="current",

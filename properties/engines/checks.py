@@ -21,7 +21,7 @@ from hypothesis import settings as Settings
 
 from models.core import Action, Model, Param
 from properties.engines import profiles
-from properties.engines.conformance import Conformance, Tour, conform
+from properties.engines.conformance import NOT_EXECUTABLE, Conformance, Tour, conform
 from properties.engines.counterexamples import shrunk
 from properties.engines.coverage import Coverage, Recorder
 from properties.engines.explorer import Finding
@@ -134,18 +134,20 @@ class Traces:
 
     def save(
         self, mechanism: Mechanism, model: Model[Any], actions: Sequence[Action], engine: str, seed: int | None,
-        finding: Finding | None = None,
+        finding: Finding | None = None, target: str | None = None,
     ) -> Path:
         """Record the run (in lockstep with the reference) and save it with its HTML report beside it.
 
         `engine` and the failure name the file. A liveness or deadlock `finding` breaks no invariant at its
-        last state, so the trace records it for replay to judge that state again.
+        last state, so the trace records it for replay to judge that state again. The trace fails where the
+        run breaks `target` (the finding's name, where there is a finding), the failure the row names, past
+        any divergence on the way: its replay ends in what the row says.
         """
         make_reference = mechanism.for_config(model.config).make_reference
         implementation = make_reference(model.config, model.variant) if make_reference else None
         stuck = (finding.kind, finding.name) if finding is not None and finding.kind in STUCK_KINDS else None
         trace = record(model, actions, engine=engine.split("[")[0], seed=seed, implementation=implementation,
-                       stuck=stuck)
+                       stuck=stuck, target=target or (finding.name if finding is not None else None))
         names = "-".join(str(n) for n in trace.failure.get("names", [])) or "run"  # type: ignore[union-attr]
         label = engine.replace("[", "-").replace("]", "")
         path = save(trace, self.out / mechanism.name / f"{model.variant}-{label}-{names}.json")
@@ -153,6 +155,15 @@ class Traces:
         html.write_text(self.render(trace), encoding="utf-8")
         self.say(f"report: {html}")
         return path
+
+    def reproduce(self, mechanism: Mechanism, model: Model[Any], path: Path) -> str:
+        """The command that replays a saved trace to its failure, said as the check's `reproduce:` line: against
+        the reference where one recorded it (its states are the reference's, which a model replay would call a
+        divergence where the reference went wrong)."""
+        against = " --against reference" if mechanism.for_config(model.config).make_reference else ""
+        command = f"brokerspec replay {path}{against}"
+        self.say(f"reproduce: {command}")
+        return command
 
 
 @dataclass(frozen=True)
@@ -191,8 +202,8 @@ class Checker:
             path = self.traces.save(mechanism, model, finding.path, f"explorer[{config_name}]", None, finding)
             detail += f"; {finding.kind} {finding.name} in {len(finding.path)} steps ({finding.detail}): {path}"
             detail += about(mechanism, config, finding.name, finding.detail)
-            target = Target(finding.name, len(finding.path), str(path), mechanism.statement(finding.name, config))
-            self.say(f"reproduce: brokerspec replay {path}")
+            target = Target(finding.name, len(finding.path), str(path), mechanism.statement(finding.name, config),
+                            reproduce=self.traces.reproduce(mechanism, model, path))
         took = time.perf_counter() - started if result.cached else result.elapsed_s
         work = {"states": result.states, "transitions": result.transitions, "depth": result.max_depth}
         results = [CheckResult(mechanism.name, "explorer", config_name, variant, failures=tuple(names),
@@ -217,8 +228,8 @@ class Checker:
             model = mechanism.make_model(mechanism.every_explore_config[config_name], variant)
             path = self.traces.save(mechanism, model, first.path, f"explorer[{config_name}]", None, first)
             detail += f"; trace of {first.name}: {path}"
-            target = Target(first.name, len(first.path), str(path))
-            self.say(f"reproduce: brokerspec replay {path}")
+            target = Target(first.name, len(first.path), str(path),
+                            reproduce=self.traces.reproduce(mechanism, model, path))
         detail += f"; written up in {', '.join(dict.fromkeys(known.values()))}"
         return CheckResult(mechanism.name, "explorer", config_name, variant, subject=",".join(known),
                            failures=tuple(found), known=tuple(known), target=target, detail=detail)
@@ -238,18 +249,23 @@ class Checker:
         detail = result.summary()
         found = result.deviation
         target = None
-        if found is not None:
+        if found is not None and found.target == NOT_EXECUTABLE:  # nothing to record: the model cannot take it
+            detail += f"; {found.detail}"
+            target = Target(found.target, len(found.actions), harness_defect=found.detail)
+        elif found is not None:
             model = mechanism.make_model(config, variant)
             actions = shrunk(mechanism, model.config, variant, found.actions, found.target) if found.actions else ()
-            path = self.traces.save(mechanism, model, actions, f"conformance[{config_name}]", None)
+            path = self.traces.save(mechanism, model, actions, f"conformance[{config_name}]", None,
+                                    target=found.target)
             why = f" ({found.detail})" if found.detail else ""
             detail += f"; {found.target} in {len(actions)} steps{why}: {path}{about(mechanism, config, found.target)}"
-            self.say(f"reproduce: brokerspec replay {path} --against reference")
+            reproduce = self.traces.reproduce(mechanism, model, path)
             defect = None
             if found.target == DIVERGENCE:  # no invariant named it: the harness's own defect, said as such
                 defect = mechanism.unnamed_divergence(config, found.detail)
                 detail += f"; {defect}"
-            target = Target(found.target, len(actions), str(path), mechanism.statement(found.target, config), defect)
+            target = Target(found.target, len(actions), str(path), mechanism.statement(found.target, config), defect,
+                            reproduce)
         work = {"states": result.states, "transitions": result.edges, "covered": result.covered,
                 "walks": result.walks, "steps": result.steps}
         return CheckResult(mechanism.name, "conformance", config_name, variant,
@@ -275,10 +291,10 @@ class Checker:
             model = mechanism.make_model(config, variant)
             name = expected if expected in run.failures else run.failures[0]
             actions = shrunk(mechanism.for_config(config), model.config, model.variant, run.actions, name)
-            path = self.traces.save(mechanism, model, actions, f"hypothesis[{config_name}]", seed)
+            path = self.traces.save(mechanism, model, actions, f"hypothesis[{config_name}]", seed, target=name)
             detail += f"; {name} in {len(actions)} steps: {path}{about(mechanism, config, name)}"
-            target = Target(name, len(actions), str(path), mechanism.statement(name, config))
-            self.say(f"reproduce: brokerspec replay {path}")
+            target = Target(name, len(actions), str(path), mechanism.statement(name, config),
+                            reproduce=self.traces.reproduce(mechanism, model, path))
         elif run is not None:
             detail += f"; {run.detail}"
             target = Target(names[0] if names else "exception", 0)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,10 @@ MAX_WALK = 200
 
 EXCEPTION = "exception"
 """The failure name of a step on which the implementation raised."""
+
+NOT_EXECUTABLE = "walk-not-executable"
+"""The failure name of a walk whose next action the model does not take where the walk is: a defect of the
+harness (of its tour, or of a model whose key merges states that take other actions), never a pass."""
 
 MAX_DETOUR = 4
 """How far a stuck walk may cross covered edges to reach one that is not."""
@@ -108,8 +112,10 @@ def run_walk(
         for index, action in enumerate(actions, start=1):
             try:
                 outcome = lockstep.apply(action)
-            except ActionNotEnabled:
-                return diverged, index - 1
+            except ActionNotEnabled as error:
+                return Deviation(tuple(actions[:index]), NOT_EXECUTABLE, (NOT_EXECUTABLE,),
+                                 f"harness defect: the walk's step {index} cannot be taken on the model "
+                                 f"({error})"), index - 1
             except Exception as error:  # the implementation raised: a failure of its own, with the step
                 return Deviation(tuple(actions[:index]), EXCEPTION, (EXCEPTION,),
                                  f"{type(error).__name__}: {error}"), index
@@ -163,19 +169,32 @@ def _out_edges(exploration: Exploration[Any]) -> list[int]:
     return starts
 
 
-def tour(exploration: Exploration[Any]) -> Iterator[tuple[int, ...]]:
-    """Walks (as edge indices) that together cover every edge of the explored graph, shallow sources first.
+def tour(exploration: Exploration[Any], model: Model[Any]) -> Iterator[tuple[int, ...]]:
+    """Walks (as edge indices) that together cover every edge of the explored graph, shallow sources first;
+    each one a path the model steps from its initial state.
 
     Made one at a time, so a bounded replay pays only for the walks it runs.
 
     A walk takes the shortest path to a state with an uncovered edge, then uncovered edges while it
     can; where it is stuck it crosses covered edges to the nearest state that still has one (a
     breadth-first search of at most `MAX_DETOUR` edges), so few steps are spent on prefixes.
+
+    An explored state stands for every state of its key: a model's key may rename values it treats alike
+    (Key_Shared's consumer ids) or drop what no action reads, so the state a walk is in may be another
+    member of the explored one's class, on which an edge's action, recorded on the explored state, may not
+    be enabled or may lead elsewhere. The planner steps the model along every walk and takes an edge only
+    where its action, from the state the walk is in, reaches a state of the edge's target class: the
+    tree prefix ends on the explored state itself, so every edge is taken by some walk, and every walk is
+    executable by construction (`tests/engines/test_tour_steps.py` holds this on every configuration).
     """
     sources, targets = exploration.edges
+    labels = exploration.labels
+    assert labels is not None, "explore(..., record_labels=True) keeps the actions of the edges"
+    states = exploration.states
     starts = _out_edges(exploration)
     next_edge = starts[:-1]  # per state, no edge before this one is uncovered
     covered = bytearray(len(sources))
+    keys: dict[int, Hashable] = {}
 
     def uncovered(state: int) -> int | None:
         e = next_edge[state]
@@ -185,8 +204,39 @@ def tour(exploration: Exploration[Any]) -> Iterator[tuple[int, ...]]:
         next_edge[state] = e
         return e if e < end else None
 
-    def detour(state: int) -> list[int]:
-        """The edges of a shortest path from `state` to a state with an uncovered edge, or []."""
+    def take(concrete: Any, e: int) -> Any | None:
+        """The state edge `e`'s action leads to from `concrete` (a member of its source's class), when it
+        is one of the edge's target class (the explored target itself where equal); None otherwise."""
+        try:
+            after, _ = model.step(concrete, labels[e])
+        except ActionNotEnabled:
+            return None
+        target = targets[e]
+        explored = states[target]
+        if after == explored:
+            return explored
+        if target not in keys:
+            keys[target] = model.key(explored)
+        return after if model.key(after) == keys[target] else None
+
+    def next_uncovered(state: int, concrete: Any) -> tuple[int, Any] | None:
+        """An uncovered edge of `state` that the walk can take from `concrete`, and where it leads."""
+        first = uncovered(state)
+        if first is None:
+            return None
+        exact = concrete is states[state]
+        for e in range(first, starts[state + 1]):
+            if not covered[e]:
+                after = take(concrete, e)
+                if after is not None:
+                    return e, after
+                if exact:  # the explored state itself takes every edge it has: a nondeterministic model
+                    raise AssertionError(f"{labels[e]} from explored state {state} does not reach its target")
+        return None
+
+    def detour(state: int, concrete: Any) -> tuple[list[int], Any]:
+        """The edges of a shortest path from `state` to a state with an uncovered edge the walk can take
+        there, and the walk's state at its end; ([], None) when there is none within `MAX_DETOUR`."""
         came: dict[int, tuple[int, int]] = {state: (-1, -1)}
         frontier = [state]
         for _ in range(MAX_DETOUR):
@@ -202,12 +252,18 @@ def tour(exploration: Exploration[Any]) -> Iterator[tuple[int, ...]]:
                         while w != state:
                             w, e = came[w]
                             path.append(e)
-                        return list(reversed(path))
+                        path.reverse()
+                        at: Any = concrete
+                        for e in path:
+                            at = take(at, e)
+                            if at is None:
+                                return [], None
+                        return (path, at) if next_uncovered(targets[path[-1]], at) is not None else ([], None)
                     following.append(w)
             frontier = following
-        return []
+        return [], None
 
-    for u in range(len(exploration.states)):
+    for u in range(len(states)):
         while uncovered(u) is not None:
             prefix: list[int] = []
             v = u
@@ -215,16 +271,17 @@ def tour(exploration: Exploration[Any]) -> Iterator[tuple[int, ...]]:
                 prefix.append(exploration.tree_edges[v])
                 v = exploration.parents[v]
             walk = list(reversed(prefix))
-            current = u
+            current, concrete = u, states[u]
             while len(walk) < MAX_WALK:
-                e = uncovered(current)
-                if e is None:
-                    bridge = detour(current)
+                found = next_uncovered(current, concrete)
+                if found is None:
+                    bridge, concrete = detour(current, concrete)
                     if not bridge:
                         break
                     walk.extend(bridge)
                     current = targets[bridge[-1]]
                     continue
+                e, concrete = found
                 covered[e] = 1
                 walk.append(e)
                 current = targets[e]
@@ -256,13 +313,14 @@ class Tour:
     """Edge indices, in replay order."""
 
     @staticmethod
-    def of(exploration: Exploration[Any], max_steps: int | None = None) -> Tour:
-        """The tour of `exploration` (explored with `record_labels`), cut at `max_steps` replayed steps."""
+    def of(exploration: Exploration[Any], model: Model[Any], max_steps: int | None = None) -> Tour:
+        """The tour of `exploration` (`model`'s, explored with `record_labels`), cut at `max_steps` replayed
+        steps."""
         assert exploration.labels is not None, "explore(..., record_labels=True) keeps the actions of the edges"
         complete = exploration.complete
         walks: list[tuple[int, ...]] = []
         steps = 0
-        for walk in tour(exploration):
+        for walk in tour(exploration, model):
             if max_steps is not None and steps + len(walk) > max_steps:
                 complete = False
                 break
@@ -304,9 +362,10 @@ def conform(
     """
     started = time.perf_counter()
     if planned is None:
-        exploration = explore(make_model(), max_states=max_states, check_liveness=False, check_deadlock=False,
+        model = make_model()
+        exploration = explore(model, max_states=max_states, check_liveness=False, check_deadlock=False,
                               terminal_ok=terminal_ok, record_labels=True)
-        planned = Tour.of(exploration, max_steps)
+        planned = Tour.of(exploration, model, max_steps)
     budgeted = list(planned.walks)
     actions = [[planned.labels[e] for e in walk] for walk in budgeted]
     failed = _replay(make_model, make_implementation, actions, workers, progress, known)
@@ -315,7 +374,7 @@ def conform(
     if failed is not None:
         index, found = failed
         budgeted = budgeted[: index + 1]
-        steps = sum(len(w) for w in budgeted[:index]) + len(found.actions)
+        steps = sum(len(w) for w in budgeted[:index]) + len(found.actions) - (found.target == NOT_EXECUTABLE)
         deviation = _shortest(make_model, make_implementation, planned, budgeted[index], found, known)
     seen = bytearray(planned.edges)
     for walk in budgeted if deviation is None else budgeted[:-1]:

@@ -55,12 +55,14 @@ def recorded(
     actions: Sequence[Action],
     engine: str,
     stuck: tuple[str, str] | None = None,
+    target: str | None = None,
 ) -> Trace:
-    """The run recorded in lockstep with the reference (see `properties.engines.replay.record` for `stuck`)."""
+    """The run recorded in lockstep with the reference (see `properties.engines.replay.record` for `stuck`
+    and `target`)."""
     reference = _reference(mechanism, config, variant)
     try:
         return record(mechanism.make_model(config, variant), actions, engine=engine, implementation=reference,
-                      stuck=stuck)
+                      stuck=stuck, target=target)
     finally:
         _close(reference)
 
@@ -76,7 +78,8 @@ def explorer_trace(
 ) -> Trace:
     """The explorer's shortest counterexample to `target`, shrunk and recorded."""
     path = explorer_path(mechanism, config, variant, target)
-    return recorded(mechanism, config, variant, shrunk(mechanism, config, variant, path, target), engine)
+    return recorded(mechanism, config, variant, shrunk(mechanism, config, variant, path, target), engine,
+                    target=target)
 
 
 def hypothesis_run(
@@ -108,4 +111,5 @@ def hypothesis_trace(
     run = hypothesis_run(mechanism, config, variant, search)
     if target not in run.failures:
         raise AssertionError(f"Hypothesis caught {list(run.failures)} on {mechanism.name}/{variant}, not {target}")
-    return recorded(mechanism, config, variant, shrunk(mechanism, config, variant, run.actions, target), engine)
+    return recorded(mechanism, config, variant, shrunk(mechanism, config, variant, run.actions, target), engine,
+                    target=target)

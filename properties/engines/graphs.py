@@ -157,6 +157,6 @@ class Graphs:
         self._explored[(mechanism.name, variant, config_name)] = explored
         self.cache.put("explored", self._key(mechanism, variant, config), replace(explored, cached=True))
         if want_tour:
-            planned = Tour.of(result, max_steps)
+            planned = Tour.of(result, model, max_steps)
             self._tours[(mechanism.name, variant, config_name, max_steps)] = planned
             self.cache.put("tour", self._key(mechanism, variant, config, max_steps), planned)

@@ -182,9 +182,11 @@ class Mechanism:
     """Its event log for the Spark pipeline (`simulate`, `pipeline check`, `bench --pipeline`), loaded when first
     asked for (it imports Spark and Arrow); None: the pipeline does not cover the mechanism."""
     limits: Bounds = field(default_factory=dict)
-    """The configuration keys that size the work of a replay (a loop or an allocation), with the least and the
-    largest value a trace may carry: far above any configuration the checks use, low enough that replaying a trace
-    stays within seconds. Checked before the model of a trace is built (`traces.limits.config_problem`)."""
+    """Every configuration key that holds an integer, with the least and the largest value a trace may carry (for a
+    list, each of its integers; `len(KEY)` bounds its items): for a key that sizes the work of a replay (a loop or
+    an allocation), far above any configuration the checks use and low enough that replaying a trace stays within
+    seconds; for the others, the range of the upstream field's Java type. Checked before anything is built from a
+    trace's configuration (`traces.limits.config_problem`); `tests/engines/test_limits.py` finds a key without one."""
     lanes: Lanes = field(default_factory=Lanes)
     """How `brokerspec report` gathers its variables into actor lanes, beyond the generic rule."""
     bundled_port: BundledPort | None = None

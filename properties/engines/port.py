@@ -62,18 +62,28 @@ CAPABILITIES = ("reset", "pipeline")
 
 
 class PortError(Exception):
-    """A port misbehaved at `step` (0 = the hello); `kind` is one of `KINDS`."""
+    """A port misbehaved at `step` (0 = the hello), or at the reset after it (`at_reset`); `kind` is one of
+    `KINDS`."""
 
-    def __init__(self, kind: str, step: int, message: str) -> None:
-        super().__init__(f"port {kind} at step {step}: {message}")
+    def __init__(self, kind: str, step: int, message: str, at_reset: bool = False, steps: int | None = None) -> None:
+        where = f"the reset after step {step}" if at_reset else f"step {step}"
+        super().__init__(f"port {kind} at {where}: {message}")
         self.kind = kind
         self.step = step
         self.message = message
+        self.at_reset = at_reset
+        self.steps = step if steps is None else steps
+        """The steps a run needs to show the failure again: beyond `step` for a skipped reply that the next
+        step's reply gave away (a run that ends at `step` shows the skip another way)."""
 
 
 class OutOfTime(Exception):
     """The caller's deadline passed while the port was being waited for: no verdict on the port, only on
-    the time (a budget that ends during a reply is not the port's failure)."""
+    the time (a budget that ends during a reply is not the port's failure); `at_reset`: during a reset."""
+
+    def __init__(self, message: str, at_reset: bool = False) -> None:
+        super().__init__(message)
+        self.at_reset = at_reset
 
 
 def jsonable(value: Param | Json) -> Any:
@@ -83,6 +93,18 @@ def jsonable(value: Param | Json) -> Any:
     if isinstance(value, dict):
         return {k: jsonable(v) for k, v in value.items()}
     return value
+
+
+def sent_ahead(index: int, sent: int, total: int, window: int) -> int:
+    """How many of a walk's `total` steps must have been sent before the reply to step `index` is read, `sent`
+    of them being sent already: at least `index`, and for a pipelining port (`window` > 1) refilled to `window`
+    unanswered steps whenever fewer than half of it are. A planned run (`PortProcess.plan`) sends as the tour
+    does (`properties.engines.verify._tour_walk`), so a port that skips a reply shows it alike in `verify`,
+    `replay` and the shrinker: the next step's reply, or the reset's `ready` after the last step (the reset
+    goes out with the last batch)."""
+    if sent < index or (window > 1 and sent - index < window // 2 and sent < total):
+        return min(total, index - 1 + window)
+    return sent
 
 
 def step_line(seq: int, action: Action) -> bytes:
@@ -119,6 +141,9 @@ class PortProcess(BaseImplementation):
         self.healthy = True
         """False once the port misbehaved or a wait was cut short: it must not serve another walk."""
         self.capabilities: frozenset[str] = frozenset()
+        self._plan: tuple[Action, ...] = ()
+        self._sent = 0
+        self._reset_sent = False
         self._vars: dict[str, Json] = {}
         self._violations: list[str] = []
         self._buffer = bytearray()
@@ -198,13 +223,23 @@ class PortProcess(BaseImplementation):
 
     def reset(self, sent: bool = False) -> dict[str, Json]:
         """Back to the initial state (capability `reset`): the `ready`'s vars; the next step is seq 1. `sent`:
-        the `RESET` line went out already, behind a pipelining port's steps.
+        the `RESET` line went out already, behind a pipelining port's steps (a planned run's say so themselves).
 
-        An answer that is a step's reply is blamed on that step (it answered a step twice)."""
-        if not sent:
+        A failure here is the reset's (`PortError.at_reset`, or `OutOfTime` naming it), not the last step's;
+        only an answer that is a step's reply is blamed on that step (it answered a step twice)."""
+        if not (sent or self._reset_sent):
             self._write(RESET)
-        reply = self._receive(("ready",), self.step_timeout_s, "reset refused")
-        self._vars = self._ready_vars(reply)
+        self._plan, self._sent, self._reset_sent = (), 0, False
+        try:
+            reply = self._receive(("ready",), self.step_timeout_s, "reset refused")
+            self._vars = self._ready_vars(reply)
+        except PortError as error:
+            if error.kind == "wrong-step":
+                raise
+            raise PortError(error.kind, error.step, error.message, at_reset=True) from None
+        except OutOfTime:
+            raise OutOfTime(f"the deadline passed while the reset after step {self.seq} waited for its 'ready'",
+                            at_reset=True) from None
         self._violations = []
         self.seq = 0
         return self._vars
@@ -226,13 +261,31 @@ class PortProcess(BaseImplementation):
             return self._stderr.decode("utf-8", "replace").strip()
 
     # -- Implementation ----------------------------------------------------------------------------
+    def plan(self, actions: Sequence[Action]) -> None:
+        """The run's actions, known in advance: `apply` then sends a pipelining port's steps ahead, and the reset
+        with the last of them, as the tour does (`sent_ahead`); a port without `pipeline` is sent each step
+        when it is applied, as before."""
+        self._plan = tuple(actions) if self.pipelines else ()
+        self._sent = self.seq
+
     def apply(self, action: Action) -> Observation:
         self.seq += 1
-        self._write(step_line(self.seq, action))
+        planned = self.seq <= len(self._plan) and self._plan[self.seq - 1] == action
+        if not planned:
+            if self._sent >= self.seq:
+                raise ValueError(f"step {self.seq}: {action} is not the planned step, which was sent already")
+            self._plan = ()
+            self._write(step_line(self.seq, action))
+        elif (end := sent_ahead(self.seq, self._sent, len(self._plan), PIPELINE_WINDOW)) > self._sent:
+            lines = b"".join(step_line(seq, self._plan[seq - 1]) for seq in range(self._sent + 1, end + 1))
+            self.send(lines + RESET if end == len(self._plan) and self.resets else lines)
+            self._sent = end
         return self.take_reply(self.seq, action)
 
     def send(self, lines: bytes) -> None:
-        """Write step lines (`step_line`) without waiting for their replies: a pipelining port's walk."""
+        """Write step lines (`step_line`), and perhaps the `RESET` after the last, without waiting for their replies:
+        a pipelining port's walk."""
+        self._reset_sent = lines.endswith(RESET)
         self._write(lines)
 
     def take_reply(self, seq: int, action: Action) -> Observation:
@@ -304,22 +357,33 @@ class PortProcess(BaseImplementation):
         if kind == "error":
             text = reply.get("message")
             raise self._fault("error", f"{context}: {text if isinstance(text, str) else line[:200]!r}")
+        if kind == "ready" and "reply" in wanted and self._reset_sent:  # the reset sent ahead was answered first
+            raise self._fault("wrong-step", f"no reply to step {self.seq}: the reset's 'ready' came first")
         if kind not in wanted:
             expected = " or ".join(repr(w) for w in wanted)
             raise self._fault("garbage", f"'type' must be {expected} here, got {kind!r}: {line[:200]!r}")
         if kind == "reply" and not numbered:
             raise self._fault("garbage", f"'seq' must be the step's number, got {seq!r}")
         if kind == "reply" and seq != self.seq:
-            raise self._fault("wrong-step", f"expected seq {self.seq}, got {seq!r}")
+            error = self._fault("wrong-step", f"expected seq {self.seq}, got {seq!r}")
+            if isinstance(seq, int) and seq > self.seq:  # a later step's reply: the step was skipped, as that one shows
+                error.steps = seq
+            raise error
         return reply
 
     def _read_line(self, timeout_s: float) -> bytes:
+        """The next line, within `timeout_s` and the caller's deadline; past the deadline not even a line read
+        already is taken (a pipelining port's replies pile up ahead: the budget is a hard limit on them too)."""
         stdout = self.process.stdout
         assert stdout is not None
-        deadline = time.monotonic() + timeout_s
+        now = time.monotonic()
+        deadline = now + timeout_s
         cut = self.deadline is not None and self.deadline < deadline
         if cut:
             deadline = self.deadline  # type: ignore[assignment]
+            if deadline <= now:
+                self.healthy = False
+                raise OutOfTime(f"the deadline passed before step {self.seq}'s reply was read")
         while (newline := self._buffer.find(b"\n")) < 0:
             if len(self._buffer) > self.max_reply_bytes:
                 raise self._fault("flood", f"more than {self.max_reply_bytes} bytes without a newline")

@@ -20,7 +20,7 @@ import json
 import random
 import re
 from collections import deque
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,10 +189,13 @@ def _configs(mechanism: Mechanism, names: Sequence[str] | None) -> list[tuple[st
     return out
 
 
-def document(mechanism: Mechanism, variant: str, names: Sequence[str] | None = None) -> dict[str, Any]:
-    """The vocabulary of `mechanism` for its configurations (or `names`), as plain JSON data."""
+def document(mechanism: Mechanism, variant: str, names: Sequence[str] | None = None, *,
+             chosen: Collection[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """The vocabulary of `mechanism` for its configurations (or `names`, or the (name, engine) pairs `chosen`),
+    as plain JSON data."""
     default = next(iter(mechanism.hypothesis_configs))
-    chosen = {(n, e) for n, e, _ in _configs(mechanism, names)}
+    if chosen is None:
+        chosen = {(n, e) for n, e, _ in _configs(mechanism, names)}
     scopes: dict[str, dict[str, Any]] = {}
     models: dict[str, list[Model[Any]]] = {}
     for name, engine, config in _configs(mechanism, None):
@@ -256,7 +259,8 @@ def render(doc: Mapping[str, Any]) -> str:
              "types from the model; envelope and worked transcripts: docs/ports.md)"]
     for scope in doc["scopes"]:
         lines += ["", f"## scope {scope['scope']}", "", "configurations (the hello's config, complete with defaults; "
-                  "verify sends the explorer configuration first, then the Hypothesis one of the same name):"]
+                  "verify --config NAME sends every explorer configuration of NAME's scope, NAME's first, then the "
+                  "Hypothesis one called NAME):"]
         for c in scope["configs"]:
             tag = ", verify's default" if c["verify_default"] else ""
             lines += [f"  {c['name']} ({c['engine']}{tag}):", f"    {_dump(c['config'])}"]
@@ -293,7 +297,8 @@ def _part(part: Mapping[str, str]) -> str:
     return f"  {indent}{path}: {kind}  {meaning.removeprefix(kind).strip()}"
 
 
-def describe(mechanism: Mechanism, variant: str, names: Sequence[str] | None = None, *, as_json: bool = False) -> str:
+def describe(mechanism: Mechanism, variant: str, names: Sequence[str] | None = None, *, as_json: bool = False,
+             chosen: Collection[tuple[str, str]] | None = None) -> str:
     """`brokerspec protocol`'s output: the text for a port author, or the JSON document for tools."""
-    doc = document(mechanism, variant, names)
+    doc = document(mechanism, variant, names, chosen=chosen)
     return json.dumps(doc, indent=1) if as_json else render(doc)

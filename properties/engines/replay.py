@@ -85,25 +85,35 @@ def record(
     implementation: Implementation | None = None,
     stop_at_failure: bool = True,
     stuck: tuple[str, str] | None = None,
+    target: str | None = None,
 ) -> Trace:
     """Execute `actions` (in lockstep with `implementation` if given) and keep every state.
 
     `stuck` = (kind, name) records a deadlock or liveness finding at the last state when no invariant
-    failed before it, so that replaying the trace judges that state again.
+    failed before it, so that replaying the trace judges that state again. A `target` (the failure a
+    check's row names) is the trace's failure where the run reaches it: the recording goes on past earlier
+    failures (a divergence the implementation later breaks `target` after), each kept in its step's
+    violations, which `replay` then expects on its way.
     """
     lockstep = Lockstep(model, implementation)
     first = lockstep.initial_outcome()
     steps = [_init_step(first)]
     failure: dict[str, Json] = {}
+    failed_at: int | None = None
+    reached = False  # whether the failure is the one wanted: `target`'s, or any where there is no target
     if first.failures:
-        failure = {"step": 0, "names": list(first.failures), "detail": first.detail}
+        failure, failed_at = {"step": 0, "names": list(first.failures), "detail": first.detail}, 0
+        reached = target is None or target in first.failures
     for index, action in enumerate(actions, start=1):
-        if failure and stop_at_failure:
+        if failure and stop_at_failure and reached:
             break
         outcome = lockstep.apply(action)
         steps.append(TraceStep(action, outcome.vars, outcome.observation, outcome.failures))
-        if outcome.failures and not failure:
-            failure = {"step": index, "names": list(outcome.failures), "detail": outcome.detail}
+        if outcome.failures and (not failure or (target in outcome.failures and not reached)):
+            failure, failed_at = {"step": index, "names": list(outcome.failures), "detail": outcome.detail}, index
+            reached = target is None or target in outcome.failures
+    if failed_at is not None and not reached and stop_at_failure:
+        steps = steps[: failed_at + 1]  # `target` never broken: the trace stops where the run first failed
     if stuck is not None and not failure:
         kind, name = stuck
         detail = stuck_detail(model, lockstep.state, kind, name)
@@ -221,6 +231,8 @@ def replay(
             if detail:
                 return ReplayResult(len(trace.steps), index, (DIVERGENCE,), detail)
         if outcome.failures:
+            if on_the_way(trace, index, outcome.failures):
+                continue
             return ReplayResult(len(trace.steps), index, outcome.failures, outcome.detail)
     kind, names = trace.failure.get("kind"), trace.failure.get("names")
     if kind in STUCK_KINDS and isinstance(names, list) and names:
@@ -232,6 +244,13 @@ def replay(
             last = len(trace.steps) - 1
             return ReplayResult(len(trace.steps), last, (str(names[0]),), f"{kind}: {why}")
     return ReplayResult(len(trace.steps), None, ())
+
+
+def on_the_way(trace: Trace, index: int, failures: Sequence[str]) -> bool:
+    """Whether `failures` at step `index` are ones the trace recorded there before its own failure (a divergence
+    the implementation went on from to break the failure's invariant): expected, so the replay goes on."""
+    step = trace.failure.get("step")
+    return isinstance(step, int) and index < step and sorted(failures) == sorted(trace.steps[index].violations)
 
 
 def _recorded_difference(step: TraceStep, outcome: StepOutcome, side: str) -> str:

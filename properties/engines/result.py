@@ -29,6 +29,8 @@ class Target:
     """The property's one-sentence statement (`Mechanism.statement`; "" for a name without one)."""
     harness_defect: str | None = None
     """Where no invariant named a divergence: what that says about the harness (`Mechanism.unnamed_divergence`)."""
+    reproduce: str | None = None
+    """The command that replays the saved trace to this finding, as the check prints it."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,6 @@ class CheckResult:
         if self.target is not None:
             out.update(target=self.target.name, steps=self.target.steps)
             optional = {"trace": self.target.trace, "statement": self.target.statement,
-                        "harness_defect": self.target.harness_defect}
+                        "harness_defect": self.target.harness_defect, "reproduce": self.target.reproduce}
             out.update({key: value for key, value in optional.items() if value is not None})
         return out

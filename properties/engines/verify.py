@@ -32,7 +32,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import settings as Settings
 
 from models.core import Action, ActionNotEnabled, Json, Model, Observation, Param, violated
-from properties.engines.conformance import tour
+from properties.engines.conformance import NOT_EXECUTABLE, tour
 from properties.engines.explorer import Exploration, explore
 from properties.engines.lockstep import (
     DIVERGENCE,
@@ -86,6 +86,9 @@ class PortSpec:
     """A `time.monotonic()` value no wait for the port outlasts (`OutOfTime`)."""
 
     def start(self) -> PortProcess:
+        """A fresh port; none once the deadline has passed (`OutOfTime`): the budget holds however many runs ask."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise OutOfTime("the budget ran out before a port could be started")
         return PortProcess(self.argv, self.mechanism, self.variant, self.config, step_timeout_s=self.step_timeout_s,
                            deadline=self.deadline)
 
@@ -158,6 +161,16 @@ class Failure:
     target: str
     detail: str
     engine: str
+    at_reset: bool = False
+    """The failure is the reset's after the last action (it hung, crashed, or left state behind), not a step's."""
+    out_of_time: bool = False
+    """A wait the budget cut short (`OutOfTime`), not the port's own step timeout: no verdict on the port once
+    it has answered anything (`verify`)."""
+
+    @property
+    def where(self) -> str:
+        """Where it failed, as the command lines print it: `step N`, or `the reset after step N`."""
+        return f"the reset after step {len(self.actions)}" if self.at_reset else f"step {len(self.actions)}"
 
 
 @dataclass(frozen=True)
@@ -199,6 +212,8 @@ class Verdict:
     trace: Trace | None = None
     """The failure as a trace with the port's states, recorded within the budget."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    cut: str = ""
+    """Where the budget ended a wait for a port that had answered before: no failure, an unfinished verify."""
 
     def result(self, config: str, trace: str | None = None) -> CheckResult:
         """The verdict as every checker reports it: on the configuration named `config`, with the path `trace`
@@ -211,15 +226,17 @@ class Verdict:
         if found is None:
             unfinished = "" if covered == transitions else (
                 f" (the tour covered {covered} of {transitions} transitions: raise --budget)")
+            unfinished += f"; {self.cut}: raise --budget" if self.cut else ""
             detail = (f"port agrees with the model and the reference: {self.runs} runs, {self.steps} steps, "
                       f"{self.elapsed_s:.1f}s, {self.processes} port processes{unfinished}")
         else:
-            detail = (f"{found.target} at step {len(found.actions)} (found by {found.engine}, shrunk on the port, "
+            detail = (f"{found.target} at {found.where} (found by {found.engine}, shrunk on the port, "
                       f"{self.elapsed_s:.1f}s): {found.detail}")
         return CheckResult(self.spec.mechanism.name, "verify", config, self.spec.variant,
                            failures=(found.target,) if found is not None else (),
                            target=Target(found.target, len(found.actions), trace) if found is not None else None,
-                           work=work, complete=covered == transitions, seconds=self.elapsed_s, detail=detail)
+                           work=work, complete=covered == transitions and not self.cut, seconds=self.elapsed_s,
+                           detail=detail)
 
 
 def _target(outcome: StepOutcome) -> str | None:
@@ -231,12 +248,14 @@ def _target(outcome: StepOutcome) -> str | None:
 
 
 def _port_failure(error: PortError, actions: Sequence[Action], engine: str) -> Failure:
-    return Failure(tuple(actions[: error.step]), PORT_PREFIX + error.kind, error.message, engine)
+    return Failure(tuple(actions[: error.steps]), PORT_PREFIX + error.kind, error.message, engine, error.at_reset)
 
 
 def _out_of_time(error: OutOfTime, actions: Sequence[Action], engine: str) -> Failure:
-    """A reply still awaited when the budget ended: a hang as far as this verify can tell."""
-    return Failure(tuple(actions), PORT_PREFIX + "hang", f"no reply before the budget ran out ({error})", engine)
+    """A reply still awaited when the budget ended: a hang only if the port has answered nothing at all in this
+    verify (`verify` drops it otherwise: a slow port on a loaded machine is no failing one)."""
+    return Failure(tuple(actions), PORT_PREFIX + "hang", f"no reply before the budget ran out ({error})", engine,
+                   error.at_reset, out_of_time=True)
 
 
 def closing_reset(port: PortProcess, initial: Mapping[str, Json]) -> str:
@@ -285,10 +304,13 @@ class PortPool:
 def run_actions(
     make_model: Callable[[], Model[Any]], spec: PortSpec, actions: Sequence[Action], engine: str = "replay"
 ) -> Failure | None:
-    """Run `actions` on a fresh port next to the model, then its reset if it announces one; the first
-    failure, None if all pass or an action is not enabled (a shrink candidate that does not fit the model)."""
+    """Run `actions` on a fresh port next to the model, then its reset if it announces one (as every walk of
+    `verify` ends: a failure the reset shows reproduces too); the first failure, None if all pass or an action
+    is not enabled (a shrink candidate that does not fit the model). A pipelining port is sent the actions
+    ahead as the tour sends a walk's (`PortProcess.plan`), so its failures read as they do there."""
     try:
         with spec.running() as implementation:
+            _port_of(implementation).plan(actions)
             lockstep = Lockstep(make_model(), implementation)
             target = _target(lockstep.initial_outcome())
             if target is not None:
@@ -303,7 +325,7 @@ def run_actions(
                 model = lockstep.model
                 wrong = closing_reset(port, model.vars(model.initial()))
                 if wrong:
-                    return Failure(tuple(actions), DIVERGENCE, wrong, engine)
+                    return Failure(tuple(actions), DIVERGENCE, wrong, engine, at_reset=True)
     except PortError as error:
         return _port_failure(error, actions, engine)
     except ActionNotEnabled:
@@ -345,7 +367,7 @@ class _Tour:
         result = explore(model, max_states=max_states, check_liveness=False, check_deadlock=False, record_labels=True)
         assert result.labels is not None
         walks, steps, cut = [], 0, False
-        for walk in tour(result):
+        for walk in tour(result, model):
             if steps + len(walk) > max_steps:
                 cut = True
                 break
@@ -414,7 +436,11 @@ def _tour_walk(tour_: _Tour, walk: tuple[int, ...], port: PortProcess) -> Failur
             port.send(lines + RESET if reset_sent else lines)
             sent = end
         observed = port.take_reply(index, labels[walk[index - 1]])
-        state, expected, expected_text = tour_.step(state, walk[index - 1])
+        try:
+            state, expected, expected_text = tour_.step(state, walk[index - 1])
+        except ActionNotEnabled as error:  # the tour is executable by construction: a defect of the harness
+            return Failure(tuple(labels[e] for e in walk[:index]), NOT_EXECUTABLE,
+                           f"harness defect: the tour's step {index} cannot be taken on the model ({error})", "tour")
         text, names = tour_.judge(state)
         names = [*names, *port.violations()]
         detail = ""
@@ -526,7 +552,7 @@ def random_walk(
             wrong = closing_reset(port, model.vars(model.initial()))
             if wrong:
                 port.close()
-                return Failure(tuple(actions), DIVERGENCE, wrong, "walk"), len(actions)
+                return Failure(tuple(actions), DIVERGENCE, wrong, "walk", at_reset=True), len(actions)
         pool.keep(port)
     except PortError as error:
         if port is not None:
@@ -575,7 +601,7 @@ def hypothesis_batch(
                 wrong = closing_reset(port, model.vars(model.initial()))
                 if wrong:
                     port.close()
-                    found.append(Failure(last[0], DIVERGENCE, wrong, "hypothesis"))
+                    found.append(Failure(last[0], DIVERGENCE, wrong, "hypothesis", at_reset=True))
                     raise AssertionError(wrong)
             pool.keep(port)
 
@@ -637,6 +663,8 @@ def shrink_failure(make_model: Callable[[], Model[Any]], spec: PortSpec, failure
         key = tuple(actions)
         if key not in seen:
             try:
+                if spec.deadline is not None and time.monotonic() >= spec.deadline:
+                    raise OutOfTime("the budget ran out")  # the model's side of shrinking is bounded too
                 fits = not timed_out[0] and _fits(make_model(), actions)
                 seen[key] = run_actions(make_model, spec, actions) if fits else None
             except OutOfTime:
@@ -654,7 +682,7 @@ def shrink_failure(make_model: Callable[[], Model[Any]], spec: PortSpec, failure
         return failure if timed_out[0] else None  # no time to tell, or it does not reproduce from a fresh start
     again = seen.get(actions)
     detail = again.detail if again is not None else failure.detail
-    return Failure(actions, failure.target, detail, failure.engine)
+    return Failure(actions, failure.target, detail, failure.engine, again.at_reset if again else failure.at_reset)
 
 
 @dataclass
@@ -682,7 +710,8 @@ def verify(
     """Until a failure: the tour of every transition of each of `tours` (name, model, port set-up), then
     (unless `tour_only`) random walks until half the search time left and Hypothesis batches until
     `SEARCH_SHARE` of the budget; then shrink and record the trace within what is left. The budget is a
-    hard limit: every wait for the port ends at its deadline."""
+    hard limit: every wait for the port ends at its deadline, no port starts after it, and a wait it cuts is the
+    port's failure (`port-hang`) only when the port had answered nothing before."""
     started = time.perf_counter()
     deadline = time.monotonic() + budget_s
     search_end = time.monotonic() + budget_s * SEARCH_SHARE
@@ -729,6 +758,10 @@ def verify(
         processes += pool.started
 
     failure = search.failure
+    cut = ""
+    if failure is not None and failure.out_of_time and search.steps > (1 if failure.actions else 0):
+        cut = f"the budget ran out while {failure.where} of a {failure.engine} run waited for the port"
+        failure = None  # the port answered before: the budget, not the port, ended the wait
     trace: Trace | None = None
     if failure is not None:
         assert search.used is not None
@@ -745,7 +778,7 @@ def verify(
         search.used = (model_of, used_spec)
     assert search.used is not None
     return Verdict(failure, search.used[1], search.runs, search.steps, time.perf_counter() - started, tuple(parts),
-                   processes, trace, tuple(notes))
+                   processes, trace, tuple(notes), cut)
 
 
 def record_on_port(model: Model[Any], spec: PortSpec, failure: Failure) -> Trace:

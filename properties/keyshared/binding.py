@@ -39,6 +39,7 @@ from properties.keyshared.dispatcher import (
 from properties.keyshared.guards import GUARDS
 from properties.keyshared.locks import KeySharedLocksReference
 from properties.keyshared.tracker import KeySharedTrackerReference
+from traces.limits import NON_NEGATIVE_LONG
 
 # The lock scope (models/keyshared/locks.py), replayed on the upstream-granularity reference
 # (reference_impl/keyshared/lock_level.py). `locks` moves the hash away, back and away again with dispatches
@@ -165,7 +166,10 @@ MECHANISM = Mechanism(
     limits={"points": (1, 1_000), "consumers": (0, 16), "max_consumers": (0, 16), "read_batch_size": (1, 1_000),
             "max_messages": (0, 500), "max_permits": (0, 1_000), "interleave": (0, 16), "max_batch_level": (0, 16),
             "range_max": (1, 2**31 - 1), "look_ahead_per_consumer": (0, 10**7),
-            "look_ahead_per_subscription": (0, 10**8)},
+            "look_ahead_per_subscription": (0, 10**8), "add_permits": (0, 1_000), "flow": (0, 1_000),
+            "batch_sizes": (0, 1_000), "skip": (0, 1_000), "position_hashes": (0, 2**31 - 1),
+            "position_ledgers": NON_NEGATIVE_LONG, "hashes": (1, 16), "present": (1, 16), "pending": (0, 16),
+            "pending2": (0, 16)},
     make_model=make_model,
     make_reference=make_reference,
     current=CURRENT,

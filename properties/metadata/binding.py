@@ -50,10 +50,12 @@ import networkx as nx
 
 from models.core import Action, Json, Observation, Param
 from models.metadata import (
+    CLOSED_ERROR,
     CURRENT,
     EXPLORE_CONFIGS,
     HYPOTHESIS_CONFIG,
     HYPOTHESIS_MEMORY_CONFIG,
+    REJECTED_ERROR,
     MetadataModel,
     choose_thread_index,
     client_label,
@@ -146,6 +148,15 @@ class MetadataReference(BaseImplementation):
         self.broken: set[str] = set()
         """The lock-level invariants a step broke (MD-LK1, MD-LK2), judged on the ledger of each step."""
         self.backend = None if m.memory else world.get_thread(f"{m.name}-backend")
+        self.closed_by_harness = False
+        """The harness's own record that it called close (MD-I10 never reads `store.closed`)."""
+        self.raw_calls: list[tuple[SimFuture[Any], str]] = []
+        """The harness's own record: each raw store call's future (get, put, delete) and the client that made it
+        (MD-I9)."""
+        self.late_calls: list[SimFuture[Any]] = []
+        """The futures of the raw store calls (and a store callback's get) made in this step after close (MD-I10)."""
+        self._tree_at_close: dict[str, tuple[bytes, int]] = {}
+        """The data tree when the harness closed the store (MD-I10: the memory backend changes nothing after)."""
 
     def close(self) -> None:
         """Dispose the world: unwind its suspended tasks now rather than whenever the GC frees them."""
@@ -168,21 +179,27 @@ class MetadataReference(BaseImplementation):
                 w.step((action.name, wanted if wanted is not None else offered[0]))
                 runner = wanted
         elif action.name == "close":
+            if not self.closed_by_harness:
+                self._tree_at_close = dict(self.store.backend.tree.data)
             self.store.close()
+            self.closed_by_harness = True
         else:
             client = self.clients[int(action["c"])]  # type: ignore[arg-type]
-            client.execute(self._call(action), label=client_label(action))
+            client.execute(self._call(action, client.name), label=client_label(action))
             w.step(("run", client))
             runner = client.name
         self._judge_locks(runner, before)
+        self._judge_close(before)
         self._states = None
         self.cycle = cycle_edges(w.wait_for_graph()) if _blocked(self.threads()) else []
         return None
 
-    def _call(self, action: Action) -> Callable[[], object]:
-        """The client call, which files the future it gets back in the ledger; it closes over the store, the
-        cache and the ledger, never over the adapter."""
-        store, cache, ledger = self.store, self.cache, self.ledger
+    def _call(self, action: Action, client: str) -> Callable[[], object]:
+        """The client call, which files the future it gets back in the ledger (a raw store call also in
+        `raw_calls`, and in `late_calls` after close); it closes over the store, the cache and the ledgers, never
+        over the adapter."""
+        store, cache, ledger, raw, late = self.store, self.cache, self.ledger, self.raw_calls, self.late_calls
+        closed = self.closed_by_harness
         p = str(action["p"])
         q = str(action.get("q", p))
         if action.name in ("cache_get", "callback"):
@@ -206,6 +223,11 @@ class MetadataReference(BaseImplementation):
             got = call()
             if got is not None:
                 ledger.append(got)
+            if got is not None and action.name in ("get", "put", "delete", "store_callback"):
+                if action.name != "store_callback":
+                    raw.append((got, client))
+                if closed:
+                    late.append(got)
 
         return filed
 
@@ -239,6 +261,21 @@ class MetadataReference(BaseImplementation):
         if self.model.pip453 and self.model.batching and dispatched and (
                 flush_lock is None or flush_lock.holder != runner):
             self.broken.add("MD-LK1")
+
+    def _judge_close(self, before: tuple[dict[str, SimFuture[Any]], dict[str, str | None], list[str]]) -> None:
+        """MD-I10, on the harness's own records: after the harness closed the store, a raw store call fails within
+        its own step with the closed error, and no op reaches the backend: no batch is queued on the zk backend's
+        thread after close (the ones queued before may still run, as upstream's ZooKeeper client answers what it was
+        sent), and the memory backend, which applies an op inside the call, changes no node."""
+        late, self.late_calls[:] = list(self.late_calls), []
+        if any(not f.done() or type(f.exception()).__name__ != CLOSED_ERROR for f in late):
+            self.broken.add("MD-I10")
+        if not self.closed_by_harness:
+            return
+        if [t for t in self._ledger()[2] if t not in before[2]]:
+            self.broken.add("MD-I10")
+        if self.model.memory and self.store.backend.tree.data != self._tree_at_close:
+            self.broken.add("MD-I10")
 
     def threads(self) -> list[ThreadState]:
         """The threads' states since the last step, taken once: `vars` and `violations` both read them."""
@@ -278,7 +315,9 @@ class MetadataReference(BaseImplementation):
 
     def violations(self) -> list[str]:
         w, store, m = self.world, self.store, self.model
+        # MD-I10 first: a call the closed store took in hangs at quiescence too (MD-I4), and the cause outranks it
         out = [DIVERGENCE] if self.disagreement else []
+        out += ["MD-I10"] if "MD-I10" in self.broken else []
         states = self.threads()
         if m.pip453 and not (_md_i1(m, self.serde) and _serde_queued_right(m, states)):
             out.append("MD-I1")
@@ -300,7 +339,9 @@ class MetadataReference(BaseImplementation):
             out.append("MD-I7")
         if not set(self.cache.entries) <= self.read_through:
             out.append("MD-I8")  # an entry nobody read: a refresh is a computeIfPresent, it never creates one
-        return out + sorted(self.broken)
+        if not _md_i9(m, [*((f, f.submitted_on) for f in w.op_futures), *self.raw_calls]):
+            out.append("MD-I9")
+        return out + sorted(self.broken - {"MD-I10"})
 
 
 def _blocked(states: list[ThreadState]) -> bool:
@@ -322,6 +363,30 @@ def wait_for(model: MetadataModel, states: list[ThreadState]) -> nx.DiGraph:
         if target is not None:
             g.add_edge(t.name, target, label=t.blocked_on)
     return g
+
+
+def _md_i9(model: MetadataModel, futures: list[tuple[SimFuture[Any], str | None]]) -> bool:
+    """Each done op future was completed (and its non-async callbacks ran) where the merged code completes it:
+    the backend's answer on `<N>-event` (legacy `<N>`: ZKMetadataStore's `safeExecuteCallbacks` posts it to the
+    event executor), or on the memory backend on the thread that submitted the op; a rejected completion task's
+    RejectedExecutionError on the backend's callback thread (the handler of `safeExecuteCallback`); the closed error
+    never on the backend's thread, nor with PIP-453 on the event thread (it is raised by the caller, the closer or
+    the flush that met the closed store). `futures` pairs each future with its submitter."""
+    event, backend = event_thread(model), f"{model.name}-backend"
+    for f, submitter in futures:
+        if not f.done():
+            continue
+        on, error = f.completed_on, f.exception()
+        name = type(error).__name__ if error is not None else ""
+        if name == CLOSED_ERROR:
+            right = on != backend and (on != event or not model.pip453)
+        elif name == REJECTED_ERROR:
+            right = on == backend
+        else:
+            right = on == (submitter if model.memory else event)
+        if not right:
+            return False
+    return True
 
 
 def _outcome(f: SimFuture[Any]) -> Json:
@@ -526,8 +591,8 @@ MECHANISM = Mechanism(
     current=CURRENT,
     twins={"legacy": "MD-I5", "blocking_callback": "MD-I5"},
     guards=GUARDS,
-    reference_judges={"metadata": ("MD-I1", "MD-I2", "MD-I3", "MD-I4", "MD-I5", "MD-I7", "MD-I8", "MD-LK1",
-                                   "MD-LK2")},
+    reference_judges={"metadata": ("MD-I1", "MD-I2", "MD-I3", "MD-I4", "MD-I5", "MD-I7", "MD-I8", "MD-I9",
+                                   "MD-I10", "MD-LK1", "MD-LK2")},
     beyond_model={
         "MD-I1-W": Property("the Z3 worker pool is well formed: a path's submitted tasks share a worker, a worker "
                             "runs one task at a time and starts its tasks in submission order", ("z3",)),
@@ -535,6 +600,12 @@ MECHANISM = Mechanism(
                           "than legacy on the same load", ("bench",)),
         "MD-I8": Property("the cache holds only paths a client read through it: a refresh reloads an entry that is "
                           "cached and never creates one", ("reference",)),
+        "MD-I9": Property("every op future is completed, and its non-async callbacks run, on the thread the merged "
+                          "PIP-453 code names for it: the backend's answer on <N>-event, a memory op on its caller, "
+                          "a rejected completion on the backend's thread, the closed error off the event thread",
+                          ("reference",)),
+        "MD-I10": Property("after close, a store call fails within its step with AlreadyClosedError and no op "
+                           "reaches the backend that was not handed to it before close", ("reference",)),
         "MD-LK1": Property("with PIP-453 batching, a batch reaches the backend only from the thread holding the flush "
                           "lock", ("reference",)),
         "MD-LK2": Property("a path's cache entry is replaced or removed only by the thread holding that path's key "

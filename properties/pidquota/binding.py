@@ -24,7 +24,8 @@ entries and sensors across a produce; PQ-I9 on the vectors and on each tracked P
 `murmur_indices`; PQ-I10 on the layer order and on probes leaving the entry untouched; PQ-I11 on
 `track`'s answer, `contains` and `find` against the per-layer test on oracle indices; PQ-I12 on the
 count-based advance: the entry's `advance_on_count` count against the harness's own count of the merges
-its per-layer test says were due since the entry was created (modulo n_layer). Every name
+its per-layer test says were due since the entry was created (modulo n_layer); PQ-I13 on the rotation
+timer: every `next_rotation` a produce made or moved must be the produce's time plus ΔT. Every name
 found in a step is reported with that step (a failing hasher vector with the first one, so that a
 trace names it). A history invariant the model also judges (PQ-I1, PQ-I2, PQ-I4a, PQ-I5's idle clause)
 is judged at the same step as the model, on an actual `track` or cleanup, never predicted from the
@@ -182,7 +183,10 @@ class PidQuotaReference(BaseImplementation):
             principal, pids = str(action["principal"]), action["pids"]
             assert isinstance(pids, tuple)
             others = self._others(principal)
+            armed = self._timers()
             outcome = self.manager.on_produce(principal, [int(str(p)) for p in pids], self.now)
+            if any(due != self.now + self.model.delta_t for p, due in self._timers().items() if armed.get(p) != due):
+                self._flag("PQ-I13")
             for sighting in self.cache.sightings:
                 self._judge(sighting)
             self.cache.sightings.clear()
@@ -298,6 +302,15 @@ class PidQuotaReference(BaseImplementation):
             last = max((t for (p, _), t in self.last.items() if p == principal), default=None)
             if self.cleaned_at is not None and last is not None and last < self.cleaned_at - model.window:
                 self._flag("PQ-I5")
+
+    def _timers(self) -> dict[str, int]:
+        """Per principal, when its rotation timer is due (PQ-I13: a timer that moved was armed by this produce)."""
+        out: dict[str, int] = {}
+        for principal in self.cache.principals():
+            entry = self.cache.entry_of(principal)
+            assert entry is not None
+            out[principal] = entry.next_rotation
+        return out
 
     def _live(self) -> dict[str, int]:
         """Per principal, the latest `expires` of its non-empty layers (-1 if none), before a cleanup."""
@@ -468,7 +481,8 @@ HYPOTHESIS_MURMUR_CONFIG: dict[str, Param] = {**HYPOTHESIS_CONFIG, "hasher": "mu
 MECHANISM = Mechanism(
     name="pidquota",
     spec="docs/spec/pidquota.md",
-    limits={"layer_count": (2, 64), "n_layer": (1, 100_000), "max_batch": (0, 100), "window_ms": (1, 10**9)},
+    limits={"layer_count": (2, 64), "n_layer": (1, 100_000), "max_batch": (0, 100), "window_ms": (1, 10**9),
+            "dts": (1, 10**9), "pids": (0, 2**20), "len(pids)": (1, 6)},
     make_model=lambda config, variant: PidQuotaModel(config, variant),
     make_reference=lambda config, variant: PidQuotaReference(config, variant),
     current="current",
@@ -476,7 +490,7 @@ MECHANISM = Mechanism(
     guards=GUARDS,
     reference_judges={
         "pidquota": ("PQ-I1", "PQ-I2", "PQ-I4a", "PQ-I4b", "PQ-I5", "PQ-I6", "PQ-I8", "PQ-I9", "PQ-I10", "PQ-I11",
-                     "PQ-I12"),
+                     "PQ-I12", "PQ-I13"),
     },
     beyond_model={
         "PQ-I3": Property("false positives stay within 1.15·N·p + 3·sqrt(N·p) of N probes: per layer at the shape's "
@@ -493,6 +507,8 @@ MECHANISM = Mechanism(
                            "lists exactly those layers", ("reference",)),
         "PQ-I12": Property("the count-based advance: an entry's count is the number of merges due since it was "
                            "created, modulo n_layer, so a new layer starts on every n_layer-th merge", ("reference",)),
+        "PQ-I13": Property("the rotation timer is armed for exactly ΔT ahead whenever it is armed (an entry's "
+                           "creation, a firing), so layers rotate every ΔT of activity", ("reference",)),
         "PQ-W": Property("after a sighting at s the PID sits in a layer created at or after s - ΔT, so it cannot "
                          "expire before s + H", ("z3",)),
     },

@@ -42,6 +42,7 @@ from models.topiclist import (
     HYPOTHESIS_FLOWS_CONFIG,
     TopicListModel,
 )
+from models.topiclist.common import topics_hash
 from models.topiclist.semaphore_locks import DEFAULT_CONFIG as LOCKS_DEFAULT_CONFIG
 from models.topiclist.semaphore_locks import SemaphoreLocksModel
 from properties.engines.eventlog import EventLog
@@ -78,6 +79,7 @@ from reference_impl.topiclist import (
     WatchUpdate,
 )
 from reference_impl.topiclist.flows import PendingListing
+from traces.limits import INT32, NON_NEGATIVE_INT, NON_NEGATIVE_LONG
 
 _FAILURE_NAMES: tuple[tuple[type[BaseException], str], ...] = (
     (PermitAcquireTimeoutError, "Timeout"),
@@ -456,6 +458,9 @@ class FlowsReferenceWorld:
         self.disconnected: set[int] = set()
         self.closed_watchers: set[int] = set()  # watcher ids the harness sent watch_close for
         self.closed_limiter = False
+        self.client_hash: dict[int, str | None] = {}  # client request -> the hash it sent (TL-I12)
+        self.listed: dict[int, tuple[str, ...]] = {}  # client request -> the topics its last listing returned
+        self.broker_answer: dict[int, tuple[tuple[str, ...], str]] = {}  # proxied request -> the broker's topics, hash
         self.failed: set[str] = set()
         self._granted_seen = [0] * len(self.pools)
         self.issued: list[list[Permit]] = [[] for _ in self.pools]  # per pool: every permit it issued
@@ -505,6 +510,7 @@ class FlowsReferenceWorld:
             h = _str(action, "topics_hash") or None
             self.kinds[rid] = name
             self.conn_of[rid] = _int(action, "conn")
+            self.client_hash[rid] = h
             if name == "get_topics":
                 b.handle_get_topics(conn, rid, ns, _str(action, "mode"), h)
             elif name == "proxy_get_topics":
@@ -522,6 +528,7 @@ class FlowsReferenceWorld:
             rid = _int(action, "id")
             (listing,) = [x.listing_id for x in b.pending_listings.values() if x.request_id == rid]
             if action.get("topics") is not None:
+                self.listed[rid] = tuple(_topics(action, "topics"))
                 b.complete_listing(listing, topics=_topics(action, "topics"))
             else:
                 b.complete_listing(listing, error=_str(action, "error"))
@@ -529,6 +536,8 @@ class FlowsReferenceWorld:
             rid = _int(action, "id")
             (response,) = [r.response_id for r in p.pending_broker_responses.values() if r.request_id == rid]
             if action.get("topics") is not None:
+                answer = tuple(_topics(action, "topics"))
+                self.broker_answer[rid] = (answer, _str(action, "hash"))  # the proxy forwards the broker's hash
                 p.complete_broker_response(response, _topics(action, "topics"), _str(action, "hash"))
             else:
                 p.complete_broker_response(response, error_kind=_str(action, "error_kind"))
@@ -675,8 +684,46 @@ class FlowsReferenceWorld:
         return [rid for rid, kind in self.kinds.items()
                 if kind == "get_topics" and not counts.get(rid, 0) and self.conn_of[rid] not in self.disconnected]
 
+    def _payloads_right(self) -> bool:
+        """TL-I12, on the harness's own inputs: a reply that describes a topic list describes the one the harness fed,
+        with the hash `TopicList.calculateHash` gives it (the model's `topics_hash`, never the reference's). A broker's
+        GetTopicsResponse carries its listing's hash, and its topics unless that hash is the client's (then none and
+        `changed` false); a proxy's carries the broker's answer; a WatchSuccess carries its listing's hash and topics
+        (none when the hash is the client's); each WatchUpdate carries the hash of its watcher's list after the
+        update, starting from the listing and applying the updates in the order they were written."""
+        views: dict[int, set[str]] = {}
+        for conn in self.conns:
+            for r in conn.replies:
+                if isinstance(r, GetTopicsResponse):
+                    if self.kinds.get(r.request_id) == "proxy":
+                        topics, digest = self.broker_answer.get(r.request_id, ((), ""))
+                        expected = (topics, digest, True)
+                    else:
+                        listed = self.listed.get(r.request_id, ())
+                        digest = topics_hash(listed)
+                        same = digest == self.client_hash.get(r.request_id)
+                        expected = ((), digest, False) if same else (listed, digest, True)
+                    if (r.topics, r.topics_hash, r.changed) != expected:
+                        return False
+                elif isinstance(r, WatchSuccess):
+                    listed = self.listed.get(r.request_id, ())
+                    digest = topics_hash(listed)
+                    shown = () if digest == self.client_hash.get(r.request_id) else listed
+                    if (r.topics_hash, r.topics) != (digest, shown):
+                        return False
+                    views[r.watcher_id] = set(listed)
+                elif isinstance(r, WatchUpdate):
+                    view = views.setdefault(r.watcher_id, set(self.listed.get(r.watcher_id, ())))
+                    view.difference_update(r.deleted_topics)
+                    view.update(r.new_topics)
+                    if r.topics_hash != topics_hash(tuple(view)):
+                        return False
+        return True
+
     def violations(self) -> list[str]:
         failed = set(self.failed)
+        if not self._payloads_right():
+            failed.add("TL-I12")
         for i, (pool, _, _) in enumerate(self.pools):
             mx = self.model.pool_max[i]  # the configured bounds, not the pool's own idea of them
             if mx <= 0:
@@ -822,7 +869,10 @@ MECHANISM = Mechanism(
     log=event_log,
     limits={"max_queue_size": (0, 10_000), "heap_queue": (0, 10_000), "direct_queue": (0, 10_000),
             "max_requests": (0, 1_000), "connections": (0, 64), "lookup_max": (0, 1_000),
-            "max_topic_changes": (0, 1_000)},
+            "max_topic_changes": (0, 1_000), "max_queue": (0, 1_000), "held": (0, 1_000),
+            "max_permits": NON_NEGATIVE_INT, "heap_max": NON_NEGATIVE_INT, "direct_max": NON_NEGATIVE_INT,
+            "sizes": INT32, "proxy_lookup_max": INT32, "timeout_ms": NON_NEGATIVE_LONG,
+            "heap_timeout_ms": NON_NEGATIVE_LONG, "direct_timeout_ms": NON_NEGATIVE_LONG, "dts": NON_NEGATIVE_LONG},
     make_model=make_model,
     make_reference=make_reference,
     current="current",
@@ -831,12 +881,16 @@ MECHANISM = Mechanism(
     reference_judges={
         "topiclist/semaphore": ("TL-I1", "TL-I2", "TL-I3", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I9", "TL-I10"),
         "topiclist/flows": ("TL-I1", "TL-I2", "TL-I3", "TL-I4", "TL-I5", "TL-I6", "TL-I7", "TL-I8", "TL-I9",
-                            "TL-I11"),
+                            "TL-I11", "TL-I12"),
         "topiclist/semaphore-locks": ("SL-1", "SL-2", "SL-3", "SL-4"),
     },
     beyond_model={
         "TL-I11": Property("a lookup permit is held for every get-topics request the broker admitted, until the "
                            "request is answered", ("reference",)),
+        "TL-I12": Property("a reply that describes a topic list describes the one the harness fed, with its "
+                           "TopicList.calculateHash: a listing's topics and hash (none when the client has that hash), "
+                           "the broker's answer through the proxy, and each watch update the hash of the list after it",
+                           ("reference",)),
         "TL-W": Property("the Z3 semaphore is well formed: permit values are non-negative, queue entries lie within "
                          "bounds and point at issued permits, and sequence numbers are ordered", ("z3",)),
     },

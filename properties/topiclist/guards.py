@@ -25,7 +25,7 @@ GUARDS: dict[str, dict[str, Guard]] = {
         "lookup_available": Guard(("TL-I7", "TL-I11")),
         "proxy_lookup_available": Guard(("TL-I7",)),
         "holders": Guard(unguarded="the size cache's holders (state, size, waiters): no oracle yet"),
-        "connections": Guard(("TL-I8",)),  # the replies each request got
+        "connections": Guard(("TL-I8", "TL-I12")),  # the replies each request got, and what they carry
         "listings": Guard(("TL-I8",)),
         "responses": Guard(("TL-I8",)),
         "writes": Guard(("TL-I8",)),

@@ -22,7 +22,8 @@ How a harness reads the state (between steps, nothing is running):
 * ``world.thread_states()``: per thread its queue (task labels), the suspended task and what it is
   blocked on, ``busy_until``, shutdown flag, enabled flag;
 * ``world.wait_for_graph()``, ``world.deadlock()``, ``world.stuck()``, ``world.can_progress()``, ``world.quiescent()``;
-* ``world.op_futures`` (every store op future, for exactly-once checks via ``SimFuture.attempts``),
+* ``world.op_futures`` (every store op future, for exactly-once checks via ``SimFuture.attempts``, with the
+  thread that submitted it and the one that completed it: ``submitted_on``, ``completed_on``),
   ``world.flush_log``, ``world.notification_log`` (filled by the store), ``world.uncaught`` (exceptions
   that escaped a task, which Java would log; a correct run leaves it empty).
 
@@ -467,6 +468,8 @@ class SimFuture(Generic[T]):
 
     ``attempts`` counts calls to complete/fail, so a harness can check that a reference never tried a
     second completion. ``completer`` names the thread expected to complete it (the wait-for edge target).
+    ``completed_on`` is the World's record of the thread whose first completion took (where its non-async
+    callbacks ran), and ``submitted_on`` the thread that registered an op future (``World.register_op``).
     Errors are passed through unwrapped (Java would wrap them in CompletionException).
     """
 
@@ -475,6 +478,8 @@ class SimFuture(Generic[T]):
         self.label = label
         self.completer = completer
         self.attempts = 0
+        self.completed_on: str | None = None
+        self.submitted_on: str | None = None
         self._done = False
         self._value: T | None = None
         self._error: BaseException | None = None
@@ -503,6 +508,7 @@ class SimFuture(Generic[T]):
 
     def _finish(self) -> None:
         self._done = True
+        self.completed_on = current_thread_name()
         callbacks, self._callbacks = self._callbacks, []
         for cb in callbacks:
             cb(self)
@@ -739,7 +745,9 @@ class World:
         return SimFuture(self, label, completer)
 
     def register_op(self, future: SimFuture[Any]) -> None:
-        """Record an op future: ``stuck()`` and ``quiescent``-time checks look at these."""
+        """Record an op future and the thread submitting it: ``stuck()`` and ``quiescent``-time checks look at
+        these, and a harness judges where it completes against where it was submitted."""
+        future.submitted_on = current_thread_name()
         self.op_futures.append(future)
 
     def get_thread(self, name: str) -> SimThread:

@@ -39,7 +39,7 @@ def _model() -> CounterModel:
 
 def test_the_tour_covers_every_edge_of_the_explored_graph() -> None:
     exploration = explore(_model(), record_labels=True)
-    walks = list(tour(exploration))
+    walks = list(tour(exploration, _model()))
     assert {e for walk in walks for e in walk} == set(range(exploration.transitions))
     sources, targets = exploration.edges
     for walk in walks:  # each walk is a path from the initial state

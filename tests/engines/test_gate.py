@@ -85,7 +85,7 @@ def test_an_unreadable_entry_is_a_miss_and_no_cache_keeps_nothing(tmp_path: Path
 def test_a_planned_tour_replays_as_a_fresh_search_does() -> None:
     """The cached tour is the search's: the same walks, and the same shortened deviation on a broken reference."""
     model = CounterModel({"limit": 3}, "fixed")
-    planned = Tour.of(explore(model, record_labels=True), None)
+    planned = Tour.of(explore(model, record_labels=True), model, None)
 
     class Broken(CounterImpl):
         def vars(self) -> dict[str, Json]:

@@ -18,6 +18,7 @@ from properties.engines.lockstep import Lockstep
 from properties.engines.replay import record
 from properties.engines.shrink import failure_oracle, shrink
 from properties.registry import replay, reproduction_problems
+from tests.engines import tiny
 from tests.engines.tiny import CounterImpl, CounterModel
 from traces import format as tf
 
@@ -251,3 +252,32 @@ def test_a_configuration_beyond_the_mechanisms_limits_is_refused_before_its_mode
     keyshared = registry.get("keyshared")
     unbounded = replace(keyshared, limits={k: v for k, v in keyshared.limits.items() if k != "max_consumers"})
     assert engine.model_for(unbounded, huge, str(path)).config["max_consumers"] == 17
+
+
+class OffByOneOverflowReported(CounterImpl):
+    """Diverges at its first `add` (one too many) and says C-I1 by name only once x passes the limit."""
+
+    def __init__(self) -> None:
+        super().__init__(off_by_one=True)
+
+    def violations(self) -> list[str]:
+        return ["C-I1"] if self.x > 3 else []
+
+
+def test_a_trace_recorded_toward_a_target_reaches_it_past_a_divergence_and_replays_to_it() -> None:
+    """A row that names C-I1 at step 3 saves a trace that reaches step 3 and replays to C-I1 (the twin: without
+    the target the recording stops at the divergence of step 2, and so does its replay)."""
+    actions = [Action.of("inc"), Action.of("add", n=1), Action.of("add", n=1)]  # x: 1, 3 (model 2), 5 (model 3)
+    mechanism = replace(tiny.MECHANISM, make_reference=lambda config, variant: OffByOneOverflowReported())
+    toward = record(CounterModel(), actions, engine="test", implementation=OffByOneOverflowReported(),
+                    target="C-I1")
+    assert toward.failure["step"] == 3 and "C-I1" in toward.failure["names"]  # type: ignore[operator]
+    assert toward.steps[2].violations == ("divergence",)
+    result = engine.replay(mechanism, toward, "t.json", against="reference")
+    assert result.step == 3 and "C-I1" in result.failures
+    first = record(CounterModel(), actions, engine="test", implementation=OffByOneOverflowReported())
+    assert first.failure["step"] == 2 and first.failure["names"] == ["divergence"]
+    assert engine.replay(mechanism, first, "t.json", against="reference").failures == ("divergence",)
+    never = record(CounterModel(), actions[:2], engine="test", implementation=OffByOneOverflowReported(),
+                   target="C-I1")
+    assert never.failure["step"] == 2 and len(never.steps) == 3  # not reached: stops where the run first failed

@@ -9,10 +9,15 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from models.core import Param
+from properties import registry
 from properties.cli.promote import corpus
+from properties.engines.replay import record
+from traces.format import dumps
 
 Doc = Any
 
@@ -134,3 +139,42 @@ def mutations(seed: int, count: int, sources: list[Path] | None = None) -> Itera
         text = source.read_text(encoding="utf-8")
         mutate = MUTATIONS[number % len(MUTATIONS)]
         yield f"{number}-{mutate.__name__}-{source.parent.name}-{source.stem}", mutate(rng, text, json.loads(text))
+
+
+def _with_first_int(value: Param, bad: int) -> Param:
+    """`value` with its first integer (at any depth) replaced by `bad`; an empty list becomes `[bad]`."""
+    if isinstance(value, tuple):
+        if not value:
+            return (bad,)
+        return (_with_first_int(value[0], bad), *value[1:])
+    return bad
+
+
+def _out_of_range(low: int, high: int) -> dict[str, int]:
+    """Just below and just above the bound, and the issue's 10**18 where that is above it too."""
+    return {"below": low - 1, "above": high + 1, **({"1e18": 10**18} if high < 10**18 else {})}
+
+
+def out_of_bounds() -> Iterator[tuple[str, str, str]]:
+    """(label, text, field) for every bounded field of every mechanism (`Mechanism.limits`), each value out of
+    its range in a trace of a configuration that has the field: generated from the declared bounds, so a new
+    bound is covered without a new case. `field` is the configuration key the refusal must name."""
+    for mechanism in registry.mechanisms().values():
+        models = [mechanism.make_model(c, mechanism.current)
+                  for configs in (mechanism.explore_configs, mechanism.nightly_configs, mechanism.hypothesis_configs)
+                  for c in configs.values()]
+        for bound, (low, high) in mechanism.limits.items():
+            key = bound.removeprefix("len(").removesuffix(")")
+            model = next((m for m in models if key in m.config), models[0])  # a key read with its default: any
+            trace = record(model, [], engine="explorer")
+            bad: dict[str, Param]
+            if key != bound:  # as many items as the bound excludes, each within its own bound
+                first = mechanism.limits.get(key, (0, 0))[0]
+                bad = {which: tuple(range(first, first + n)) for which, n in _out_of_range(low, high).items()
+                       if 0 <= n <= high + 1}
+            else:
+                value = model.config.get(key, 0)
+                bad = {which: _with_first_int(value, n) for which, n in _out_of_range(low, high).items()}
+            for which, value in bad.items():
+                text = dumps(replace(trace, config={**trace.config, key: value}))
+                yield f"{mechanism.name}-{bound}-{which}", text, key

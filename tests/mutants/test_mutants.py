@@ -8,6 +8,7 @@ mutant that survives, or is found only as an anonymous divergence, fails this te
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ def test_check_kills_the_mutant_by_name(mutant: mutants.Mutant) -> None:
     kill = mutants.run(mutant, current=registry.get(mutant.mechanism).current)
     assert kill.killed, (f"{mutant.name}: expected {mutant.kills} in at most {mutant.max_steps} steps, got "
                          f"{kill.target} ({kill.engine}, {kill.steps} steps): {kill.detail}")
+    assert kill.replays_to_the_kill, f"{mutant.name}: the row's trace replays to {kill.replayed!r}"
 
 
 def test_a_mutant_that_does_not_apply_is_named(tmp_path: Path) -> None:
@@ -52,3 +54,14 @@ def test_every_known_gap_still_applies_to_the_tree(gap: Path, tmp_path: Path) ->
     known = mutants.load(gap)
     assert known.mechanism in registry.mechanisms()
     mutants.patched_tree(known, tmp_path / "tree")
+
+
+def test_a_kill_whose_trace_stops_short_of_its_row_is_told_apart() -> None:
+    """The twin of the replay assertion above: a row saying LK-4 in 23 steps whose trace replays to a divergence
+    at step 22 (the trace recorded before it went on toward the row's finding) does not replay to the kill."""
+    mutant = ALL[0]
+    short = mutants.Kill(mutant, 1, "conformance[locks]", ("LK-4", "divergence"), "LK-4", 23, 1.0, 2.0, "t.json", "",
+                         "t.json: step 22: divergence on keyshared/pip379 against the reference. state locks: ...")
+    assert not short.replays_to_the_kill
+    whole = replace(short, replayed="t.json: step 23: LK-4, divergence on keyshared/pip379 against the reference.")
+    assert whole.replays_to_the_kill

@@ -1,9 +1,13 @@
 """A scripted port for the protocol tests: correct replies, except at one step where it misbehaves.
 
-argv: MODE STEP PIDFILE [reset]. Its state is the model's initial one for the hello's configuration (with
-`reset`, it announces the capability and answers a reset with that state). Every
-start appends its pid (and, in `orphan` mode, the pid of a grandchild it leaves running) to
-PIDFILE, so the tests can check that nothing survives.
+argv: MODE STEP PIDFILE [reset] [pipeline] [model]. Its state is the model's initial one for the hello's
+configuration (with `reset`, it announces the capability and answers a reset with that state; with `pipeline`
+it announces that capability too, which it has: it answers each line as it reads it); with `model` it steps the
+model and answers with its state and observation, a correct port but for MODE. Every start appends its pid
+(and, in `orphan` mode, the pid of a grandchild it leaves running) to PIDFILE, so the tests can check that
+nothing survives. Mode `skip` answers nothing to step STEP (and the next steps as usual); `reset-hang` hangs
+at every reset; `slow-start` takes STEP ms to start, as a JVM on a loaded machine; `refuse` appends each hello's
+config to PIDFILE.hellos (a JSON line) and refuses it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 def send(message: object) -> None:
@@ -28,21 +33,43 @@ def main() -> None:
         pids.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]).pid)
     with open(pidfile, "a") as f:
         f.write("".join(f"{pid}\n" for pid in pids))
-    hello = json.loads(sys.stdin.readline())
+    if mode == "slow-start":
+        time.sleep(at / 1000)
+    line = sys.stdin.readline()
+    hello = json.loads(line)
+    if mode == "refuse":
+        with open(f"{pidfile}.hellos", "a") as f:
+            f.write(json.dumps(hello["config"], sort_keys=True) + "\n")
+        send({"type": "error", "message": "refused (a test port)"})
+        return
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from models.core import Action
     from properties import registry
+    from properties.engines.lockstep import as_json
 
-    config = {k: tuple(v) if isinstance(v, list) else v for k, v in hello["config"].items()}
+    config = {k: _tuples(v) for k, v in hello["config"].items()}
     model = registry.get(hello["mechanism"]).make_model(config, hello["variant"])
     initial = json.loads(json.dumps(model.vars(model.initial())))
-    resets = sys.argv[4:] == ["reset"]
-    send({"type": "ready", "vars": initial, **({"capabilities": ["reset"]} if resets else {})})
+    flags = set(sys.argv[4:])
+    capabilities = [c for c in ("reset", "pipeline") if c in flags]
+    send({"type": "ready", "vars": initial, **({"capabilities": capabilities} if capabilities else {})})
+    state = model.initial()
     for line in sys.stdin:
         message = json.loads(line)
         if message["type"] == "reset":
+            if mode == "reset-hang":
+                time.sleep(60)
+            state = model.initial()
             send({"type": "ready", "vars": initial})
             continue
         seq = message["seq"]
+        observation: object = None
+        if "model" in flags:
+            params = sorted((str(k), _tuples(v)) for k, v in message["params"].items())
+            state, observed = model.step(state, Action(message["action"], tuple(params)))
+            observation = as_json(observed)
+        if seq == at and mode == "skip":
+            continue
         if seq == at:
             if mode == "crash":
                 sys.stderr.write("boom: simulated crash\n")
@@ -74,7 +101,13 @@ def main() -> None:
             if mode == "error":
                 send({"type": "error", "seq": seq, "message": "not implemented"})
                 continue
-        send({"type": "reply", "seq": seq, "observation": None, "vars": initial})
+        now = as_json(model.vars(state)) if "model" in flags else initial
+        send({"type": "reply", "seq": seq, "observation": observation, "vars": now})
+
+
+def _tuples(value: Any) -> Any:
+    """JSON arrays as the models' tuples."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 if __name__ == "__main__":
