@@ -2,7 +2,8 @@
 
 The work is `properties.jvm.verify`'s; this module reads the arguments, picks the configuration, prints the
 verdict and the command that replays it. Exit codes as `verify`'s: 1 an invariant the adapter's ledger names, 2 a
-replayed schedule that no longer fits the classes (a thread it runs is blocked or done there), 3 a usage error (no
+granularity divergence from the lock model, or a replayed schedule that no longer fits the classes (a thread it
+runs is blocked or done there), 3 a usage error (no
 adapter for the configuration, a CLASSPATH entry that does not exist), 4 the JVM side failed (the agent or the
 adapter does not compile, the JVM hung or crashed).
 """
@@ -20,6 +21,7 @@ from properties.jvm.threads import LockLevelError
 from properties.jvm.verify import (
     ADAPTERS,
     DEFAULT_PREEMPTIONS,
+    GRANULARITY,
     adapter_for,
     classpath_entries,
     load_trace,
@@ -44,7 +46,8 @@ def cmd_verify_jvm(args: argparse.Namespace) -> int:
     hello = {key: jsonable(value) for key, value in config.items()}
     preemptions = DEFAULT_PREEMPTIONS if args.preemptions is None else args.preemptions
     try:
-        verdict = verify_on_jvm(mechanism.name, variant, name, hello, classpath, preemptions, args.budget)
+        verdict = verify_on_jvm(mechanism.name, variant, name, hello, classpath,
+                                lambda: mechanism.make_model(config, variant), preemptions, args.budget)
     except (JvmSetupError, LockLevelError) as error:
         print(f"{mechanism.name}/{variant}: jvm {name}: {error}")
         return INFRA
@@ -58,12 +61,12 @@ def cmd_verify_jvm(args: argparse.Namespace) -> int:
     out = Path(args.out) / mechanism.name / f"{variant}-jvm-{name}-{verdict.trace.names[0]}.json"
     path = verdict.trace.save(out)
     print(f"{mechanism.name}/{variant}: jvm {name}: {', '.join(verdict.trace.names)} after "
-          f"{len(verdict.trace.schedule)} steps")
+          f"{len(verdict.trace.schedule)} steps{': ' + verdict.trace.detail if verdict.trace.detail else ''}")
     for point in verdict.trace.points:
         print(f"  {point}")
     print(f"  trace: {path}")
     print(f"  reproduce: brokerspec replay {path} --jvm {args.jvm}")
-    return VIOLATED
+    return DIVERGED if verdict.trace.names == (GRANULARITY,) else VIOLATED
 
 
 def cmd_replay_jvm(args: argparse.Namespace) -> int:
@@ -73,8 +76,12 @@ def cmd_replay_jvm(args: argparse.Namespace) -> int:
         classpath = classpath_entries(args.jvm)
     except JvmSetupError as error:
         raise UsageError(f"replay: {error}") from None
+    mechanism = mechanisms([trace.mechanism])[0]
+    config = mechanism.explore_configs.get(trace.config)
+    if config is None:
+        raise UsageError(f"replay: {args.trace}: {trace.mechanism} has no configuration {trace.config!r}")
     try:
-        replayed = replay_on_jvm(trace, classpath)
+        replayed, detail = replay_on_jvm(trace, classpath, lambda: mechanism.make_model(config, trace.variant))
     except (JvmSetupError, LockLevelError) as error:
         print(f"{args.trace}: {error}")
         return INFRA
@@ -87,5 +94,5 @@ def cmd_replay_jvm(args: argparse.Namespace) -> int:
               f"recorded {', '.join(trace.names)})")
         return PASS
     print(f"{args.trace}: {', '.join(replayed.violations)} on {label} after {replayed.steps} of the trace's "
-          f"{len(trace.schedule)} steps")
-    return VIOLATED
+          f"{len(trace.schedule)} steps{': ' + detail if detail else ''}")
+    return DIVERGED if replayed.violations == (GRANULARITY,) else VIOLATED

@@ -27,7 +27,8 @@ ASM_ENV = "BROKERSPEC_ASM"
 DEFAULT_ASM = Path("/usr/share/java")
 MANIFEST = "Premain-Class: brokerspec.jvm.Agent\n"
 JAVA_FLAGS = ("-Xshare:auto", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
-"""A controller JVM runs a few thousand points: the client compiler and a small heap start it fastest."""
+"""A controller JVM runs a few thousand points, javac a few files: the client compiler and a small heap start them
+fastest (javac: 2.0 s instead of 3.2 s wall, 0.75 s instead of 1.3 s CPU, on the stand-ins)."""
 
 
 class JvmSetupError(Exception):
@@ -61,7 +62,7 @@ def _digest(sources: Sequence[Path], extra: Sequence[str]) -> str:
 
 def compile_java(sources: Sequence[Path], out: Path, classpath: Sequence[Path] = ()) -> None:
     """javac `sources` into `out`, or a JvmSetupError with javac's first error line."""
-    command = [_tool("javac"), "-nowarn", "-encoding", "UTF-8", "-d", str(out)]
+    command = [_tool("javac"), *(f"-J{flag}" for flag in JAVA_FLAGS), "-nowarn", "-encoding", "UTF-8", "-d", str(out)]
     if classpath:
         command += ["-cp", os.pathsep.join(map(str, classpath))]
     done = subprocess.run([*command, *map(str, sources)], capture_output=True, text=True, timeout=300, check=False)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from properties.jvm.threads import LockLevelPort, Snapshot
 
-Judge = Callable[[Snapshot], list[str]]
+Judge = Callable[[Snapshot, str | None], list[str]]
+"""What a snapshot breaks, given the thread whose run led to it (None: the initial state, after a reset)."""
 DEADLOCK = "deadlock"
 """What a schedule finds when no thread is enabled and not every thread is done."""
 
@@ -36,8 +37,8 @@ class Exploration:
     last: Snapshot | None = None
 
 
-def _judged(snap: Snapshot, judge: Judge) -> list[str]:
-    found = judge(snap)
+def _judged(snap: Snapshot, judge: Judge, thread: str | None) -> list[str]:
+    found = judge(snap, thread)
     if not found and not snap.enabled and not snap.finished:
         found = [DEADLOCK]
     return found
@@ -69,7 +70,7 @@ def _bounded(port: LockLevelPort, judge: Judge, preemptions: int, max_schedules:
         schedule: list[str] = []
         used = 0
         last: str | None = None
-        found = _judged(snap, judge)
+        found = _judged(snap, judge, None)
         if found:
             return Exploration(schedules, steps, schedule=(), violations=tuple(found), last=snap)
         while snap.enabled and len(schedule) < max_steps:
@@ -87,7 +88,7 @@ def _bounded(port: LockLevelPort, judge: Judge, preemptions: int, max_schedules:
             steps += 1
             schedule.append(choice)
             last = choice
-            found = _judged(snap, judge)
+            found = _judged(snap, judge, choice)
             if found:
                 return Exploration(schedules, steps, schedule=tuple(schedule), violations=tuple(found), last=snap)
         if snap.enabled:  # cut at max_steps: what lies beyond was not explored
@@ -109,7 +110,7 @@ class Replayed:
 def replay(port: LockLevelPort, schedule: Sequence[str], judge: Judge) -> Replayed:
     """Runs `schedule` from the initial state (the port is reset first), up to its first violation."""
     snap = port.reset()
-    found = _judged(snap, judge)
+    found = _judged(snap, judge, None)
     for step, thread in enumerate(schedule, start=1):
         if found:
             return Replayed(step - 1, snap, tuple(found))
@@ -118,5 +119,5 @@ def replay(port: LockLevelPort, schedule: Sequence[str], judge: Judge) -> Replay
             return Replayed(step - 1, snap, (), f"step {step}: thread {thread} is {state} (at "
                                                 f"{next((t.point for t in snap.threads if t.name == thread), None)})")
         snap = port.run(thread)
-        found = _judged(snap, judge)
+        found = _judged(snap, judge, thread)
     return Replayed(len(schedule), snap, tuple(found))

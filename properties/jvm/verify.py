@@ -16,13 +16,13 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models.core import Json
+from models.core import Action, Json, Model
 from properties.jvm.build import JvmSetupError, compile_java, controller_jar, java_command
 from properties.jvm.explore import Exploration, Replayed, explore, replay
 from properties.jvm.threads import LockLevelPort, Snapshot
@@ -32,6 +32,8 @@ TRACE_SCHEMA = 1
 DEFAULT_PREEMPTIONS = 2
 """CHESS's observation, and the lock scope's: its known races (LK-6) need one preemption; two cover a second."""
 UNCAUGHT = "uncaught"
+GRANULARITY = "granularity"
+"""A point the real code has and the lock model lacks, or the reverse (`Lockstep`)."""
 
 
 @dataclass(frozen=True)
@@ -45,14 +47,19 @@ class Adapter:
 
 SEMAPHORE = Adapter("org.apache.pulsar.common.semaphore.BrokerspecSemaphoreLocks", "topiclist",
                     ("org.apache.pulsar.common.semaphore",))
+TRACKER = Adapter("org.apache.pulsar.broker.service.BrokerspecKeySharedLocks", "keyshared",
+                  ("org.apache.pulsar.broker.service",))
 ADAPTERS: dict[tuple[str, str], Adapter] = {
-    ("keyshared", "locks"): Adapter("org.apache.pulsar.broker.service.BrokerspecKeySharedLocks", "keyshared",
-                                    ("org.apache.pulsar.broker.service",)),
+    ("keyshared", "locks"): TRACKER,
+    ("keyshared", "locks-fix"): TRACKER,
+    ("keyshared", "locks-pre23854"): TRACKER,
     **{("topiclist", name): SEMAPHORE for name in ("semaphore-locks", "semaphore-locks-cancel",
                                                    "semaphore-locks-grant")},
 }
-"""The configurations `verify --jvm` runs, by (mechanism, configuration name): their scripts, that is. The order a
-configuration names (`order`) is the model's; on the JVM the code is whatever CLASSPATH holds."""
+"""The configurations `verify --jvm` runs, by (mechanism, configuration name): their scripts, and the order of the
+model an adapter that reports the model's labels is stepped beside (`locks`: the current tracker, `locks-fix`: the
+fixed one, `locks-pre23854`: the one before apache/pulsar#23854). On the JVM the code is whatever CLASSPATH
+holds: beside a model of another order it diverges in granularity."""
 
 
 def adapter_for(mechanism: str, config: str) -> Adapter:
@@ -73,13 +80,57 @@ def classpath_entries(classpath: str) -> tuple[Path, ...]:
     return entries
 
 
-def judge(snap: Snapshot) -> list[str]:
+def judge(snap: Snapshot, _thread: str | None = None) -> list[str]:
     """What the adapter's ledger names (`vars.broken`), and an exception that escaped a thread (`uncaught`)."""
     broken = snap.vars.get("broken", [])
     found = [str(name) for name in broken] if isinstance(broken, list) else []
     if any(t.uncaught for t in snap.threads) and not found:
         found.append(UNCAUGHT)
     return found
+
+
+def _labels(threads: Json | None) -> dict[str, str]:
+    """`[[thread, label], ...]` as a mapping (what is not such a pair is left out)."""
+    pairs = threads if isinstance(threads, list) else []
+    return {str(p[0]): str(p[1]) for p in pairs if isinstance(p, list) and len(p) == 2}
+
+
+class Lockstep:
+    """The lock model stepped beside the JVM: an adapter that reports its threads' points as the model labels them
+    (`vars.threads`, the model's variable of that name) is a granularity divergence wherever the labels differ, or
+    where a thread runs from a label the model does not offer (a point the real code has and the model lacks, or
+    the reverse). The ledger's verdicts (`judge`) come first; `detail` says what diverged."""
+
+    def __init__(self, make_model: Callable[[], Model[Any]]) -> None:
+        self.model = make_model()
+        self.state: Any = None
+        self.labels: dict[str, str] = {}
+        self.detail = ""
+
+    def __call__(self, snap: Snapshot, thread: str | None) -> list[str]:
+        found = judge(snap)
+        reported = snap.vars.get("threads")
+        if found or not isinstance(reported, list):
+            return found
+        if thread is None:
+            self.state = self.model.initial()
+        else:
+            action = Action.of(thread, step=self.labels.get(thread, ""))
+            if action not in self.model.enabled(self.state):
+                offered = [str(a["step"]) for a in self.model.enabled(self.state) if a.name == thread]
+                return self._diverged(f"{thread} ran from {self.labels.get(thread)!r}, which the model does not offer "
+                                      f"here (it offers {offered or 'nothing'} for {thread})")
+            self.state, _ = self.model.step(self.state, action)
+        ours = _labels(reported)
+        expected = _labels(self.model.vars(self.state).get("threads"))
+        self.labels = ours
+        wrong = [f"{name}: the JVM is at {ours.get(name)!r}, the model at {label!r}"
+                 for name, label in expected.items() if ours.get(name) != label]
+        return self._diverged("; ".join(wrong)) if wrong else []
+
+    def _diverged(self, detail: str) -> list[str]:
+        self.detail = detail
+        return [GRANULARITY]
 
 
 def _fingerprint(paths: Sequence[Path]) -> str:
@@ -135,12 +186,15 @@ class JvmTrace:
     names: tuple[str, ...]
     points: tuple[str, ...] = ()
     """Per step, the thread and the point it ran from (for the reader; replay does not need them)."""
+    detail: str = ""
+    """What diverged, for a granularity divergence."""
 
     def save(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         document = {"brokerspec-jvm": TRACE_SCHEMA, "mechanism": self.mechanism, "variant": self.variant,
                     "config": self.config, "hello": self.hello, "schedule": list(self.schedule),
-                    "failure": {"step": len(self.schedule), "names": list(self.names)}, "points": list(self.points)}
+                    "failure": {"step": len(self.schedule), "names": list(self.names), "detail": self.detail},
+                    "points": list(self.points)}
         path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
         return path
 
@@ -173,7 +227,8 @@ def load_trace(path: Path) -> JvmTrace:
     if not isinstance(document.get("hello"), dict):
         raise JvmSetupError(f"{path}: hello must be the configuration object")
     return JvmTrace(document["mechanism"], document["variant"], document["config"], document["hello"],
-                    tuple(schedule), tuple(str(n) for n in failure["names"]), tuple(document.get("points", ())))
+                    tuple(schedule), tuple(str(n) for n in failure["names"]), tuple(document.get("points", ())),
+                    str(failure.get("detail", "")))
 
 
 @dataclass(frozen=True)
@@ -186,16 +241,19 @@ class JvmVerdict:
 
 
 def verify_on_jvm(mechanism: str, variant: str, config: str, hello: dict[str, Json], classpath: Sequence[Path],
-                  preemptions: int = DEFAULT_PREEMPTIONS, budget_s: float = 60.0) -> JvmVerdict:
-    """Every schedule of the configuration's adapter within `preemptions`, until a failure or the budget ends."""
+                  make_model: Callable[[], Model[Any]], preemptions: int = DEFAULT_PREEMPTIONS,
+                  budget_s: float = 60.0) -> JvmVerdict:
+    """Every schedule of the configuration's adapter within `preemptions`, each in lockstep with the model when the
+    adapter reports the model's labels, until a failure or the budget ends."""
     adapter = adapter_for(mechanism, config)
     started = time.monotonic()
+    lockstep = Lockstep(make_model)
     with running(adapter, classpath, hello) as port:
-        found = explore(port, judge, preemptions=preemptions, stop_at=started + budget_s)
+        found = explore(port, lockstep, preemptions=preemptions, stop_at=started + budget_s)
         trace = None
         if found.violations:
             trace = JvmTrace(mechanism, variant, config, hello, found.schedule, found.violations,
-                             tuple(_points(port, found.schedule)))
+                             tuple(_points(port, found.schedule)), lockstep.detail)
     return JvmVerdict(found, time.monotonic() - started, trace)
 
 
@@ -207,8 +265,11 @@ def _points(port: LockLevelPort, schedule: Sequence[str]) -> Iterator[str]:
         snap = port.run(thread)
 
 
-def replay_on_jvm(trace: JvmTrace, classpath: Sequence[Path]) -> Replayed:
-    """Runs the trace's schedule on a fresh JVM with `classpath`."""
+def replay_on_jvm(trace: JvmTrace, classpath: Sequence[Path],
+                  make_model: Callable[[], Model[Any]]) -> tuple[Replayed, str]:
+    """Runs the trace's schedule on a fresh JVM with `classpath`, in lockstep with the model as `verify --jvm`; what
+    it did, and what diverged (for a granularity divergence)."""
     adapter = adapter_for(trace.mechanism, trace.config)
+    lockstep = Lockstep(make_model)
     with running(adapter, classpath, trace.hello) as port:
-        return replay(port, trace.schedule, judge)
+        return replay(port, trace.schedule, lockstep), lockstep.detail

@@ -17,7 +17,8 @@ from tests.ports.tools import need
 
 TOY = Path(__file__).with_name("toy")
 STANDINS = Path(__file__).with_name("standins")
-ORDERS = {"keyshared": ("current", "locked-block"), "topiclist": ("current", "fixed", "finding-fix")}
+ORDERS = {"keyshared": ("current", "locked-block", "pre23854"),
+          "topiclist": ("current", "fixed", "finding-fix", "unswapped")}
 """The orders the stand-ins have, per mechanism (`standins/<mechanism>/<order>`, each compiled with its
 `standins/<mechanism>/common`)."""
 

@@ -103,7 +103,7 @@ def test_a_reset_brings_back_the_initial_state(toy_port: PortFactory) -> None:
     assert port.run("b").thread("b").holds == ("ReentrantLock@1",)
 
 
-def _lost_update(snap: Snapshot) -> list[str]:
+def _lost_update(snap: Snapshot, _thread: str | None) -> list[str]:
     return ["lost update"] if snap.finished and snap.vars["value"] != 2 else []
 
 
@@ -120,3 +120,29 @@ def test_the_exploration_of_the_locked_counter_finds_nothing(toy_port: PortFacto
     port = toy_port({"mode": "locked"})
     found = explore(port, _lost_update, preemptions=3)
     assert found.violations == () and found.schedules >= 2
+
+
+def test_readers_share_the_read_lock_and_the_writer_waits_for_both(toy_port: PortFactory) -> None:
+    port = toy_port({"mode": "readers"})
+    assert _point(port.snapshot, "c").op == "ReentrantReadWriteLock.WriteLock.lock"
+    port.run("a")
+    snap = port.run("b")  # a second reader takes the read lock beside the first
+    assert snap.thread("a").holds == snap.thread("b").holds == ("ReadLock@1",)
+    assert snap.thread("c").state == "blocked"
+    port.run("a")
+    snap = port.run("a")  # a's write of `seen`, its release: b still reads
+    assert snap.thread("a").state == "done" and snap.thread("c").state == "blocked"
+    port.run("b")
+    snap = port.run("b")
+    assert snap.thread("c").state == "enabled"
+    snap = port.run("c")
+    assert snap.thread("c").holds == ("WriteLock@1",)
+
+
+def test_a_thread_that_waits_outside_the_scheduler_is_a_hang_naming_where(toy_port: PortFactory) -> None:
+    """The twin of the one-thread-at-a-time rule: a latch the agent does not rewrite (JDK code) blocks for real; the
+    controller gives up after its timeout (1 s here) and says where the thread waits."""
+    port = toy_port({"mode": "hang"})
+    with pytest.raises(LockLevelError, match=r"thread a did not reach its next point within 1000 ms: it waits "
+                                             r"outside the scheduler, at .* in .*toy\.Counter\.hang\(Counter\.java:"):
+        port.run("a")

@@ -4,8 +4,10 @@ The stand-ins (`tests/jvm/standins`: upstream's packages, constructors and metho
 compiled per tracker order; the adapter (`jvm/adapters/keyshared`) runs the lock configuration's dispatcher and
 acker threads through them under the JVM controller. On the current order the exploration names LK-6 (the lost
 wake-up of docs/findings/keyshared-tracker-lost-unblock.md) with a trace that replays on the JVM; on the fixed
-order (`locked-block`) it explores every schedule within the bound and finds nothing, and the current order's
-trace no longer fits it. Each run must stay under the issue's 60 s.
+order (`locked-block`, beside the model's `locks-fix`) it explores every schedule within the bound and finds
+nothing. Every step runs in lockstep with the lock model (the adapter reports each thread's point as the model
+labels it), so the fixed code beside the current model, or the current order's trace replayed on the fixed code,
+is a granularity divergence. Each run must stay under the issue's 60 s.
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ import pytest
 from properties.cli import DIVERGED, PASS, USAGE, VIOLATED, main
 
 
-def _verify(classes: Path, out: Path, *more: str) -> tuple[int, float]:
+def _verify(classes: Path, out: Path, config: str = "locks") -> tuple[int, float]:
     started = time.monotonic()
-    code = main(["verify", "--mechanism", "keyshared", "--config", "locks", "--budget", "50", "--out", str(out),
-                 "--jvm", str(classes), *more])
+    code = main(["verify", "--mechanism", "keyshared", "--config", config, "--budget", "50", "--out", str(out),
+                 "--jvm", str(classes)])
     return code, time.monotonic() - started
 
 
@@ -66,17 +68,18 @@ def test_the_current_order_loses_a_wake_up_and_the_trace_replays_on_the_jvm(
     assert "LK-6 on keyshared/pip379 locks on the JVM" in capsys.readouterr().out
 
 
-def test_the_fixed_order_passes_every_schedule_and_the_old_trace_no_longer_fits(
+def test_the_fixed_order_passes_every_schedule_and_the_old_trace_diverges_on_it(
     standin_classes: dict[tuple[str, str], Path], current_run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, elapsed = _verify(standin_classes["keyshared", "locked-block"], tmp_path)
+    code, elapsed = _verify(standin_classes["keyshared", "locked-block"], tmp_path, "locks-fix")
     out = capsys.readouterr().out
     assert code == PASS and elapsed < 60, out
-    schedules = int(re.search(r"jvm locks: (\d+) schedules", out).group(1))  # type: ignore[union-attr]
+    schedules = int(re.search(r"jvm locks-fix: (\d+) schedules", out).group(1))  # type: ignore[union-attr]
     assert "(every schedule)" in out and "no invariant violated" in out and schedules > 50, out
     trace = current_run.folder / "keyshared" / "pip379-jvm-locks-LK-6.json"
     assert main(["replay", str(trace), "--jvm", str(standin_classes["keyshared", "locked-block"])]) == DIVERGED
-    assert "the schedule does not fit these classes" in capsys.readouterr().out
+    assert ("granularity on keyshared/pip379 locks on the JVM after 7 of the trace's 42 steps: dispatcher: the JVM "
+            "is at 'shouldBlockStickyKeyHash: tracker.writeLock.lock'") in capsys.readouterr().out
 
 
 def test_a_missing_classpath_entry_or_a_configuration_without_adapter_is_a_usage_error(
@@ -88,3 +91,31 @@ def test_a_missing_classpath_entry_or_a_configuration_without_adapter_is_a_usage
                  str(standin_classes["keyshared", "current"])]) == USAGE
     err = capsys.readouterr().err
     assert "nowhere.jar: no such file or folder" in err and "has no adapter for keyshared --config tracker" in err
+
+
+def test_the_fixed_code_beside_the_current_model_is_a_granularity_divergence(
+    standin_classes: dict[tuple[str, str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lockstep's twin: the fixed tracker takes the write lock where the current model counts the block, a point
+    the code has and the model lacks; and the current tracker ran in lockstep with the current model up to LK-6."""
+    code, _ = _verify(standin_classes["keyshared", "locked-block"], tmp_path)
+    out = capsys.readouterr().out
+    assert code == DIVERGED, out
+    assert ("granularity after 7 steps: dispatcher: the JVM is at 'shouldBlockStickyKeyHash: tracker.writeLock.lock', "
+            "the model at 'shouldBlockStickyKeyHash: entry.blockedCount.incrementAndGet'") in out, out
+
+
+def test_the_order_before_23854_updates_stats_under_the_tracker_monitor(
+    standin_classes: dict[tuple[str, str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The known-bad order of apache/pulsar#23854 beside its model (`locks-pre23854`): the first addEntry updates
+    the stats inside the tracker's monitor (LK-4, the deadlock #23854 fixed); beside the current model its first
+    point is already another one (the monitor where the current tracker takes its write lock)."""
+    classes = standin_classes["keyshared", "pre23854"]
+    code, _ = _verify(classes, tmp_path, "locks-pre23854")
+    out = capsys.readouterr().out
+    assert code == VIOLATED and "jvm locks-pre23854: LK-4 after 2 steps" in out, out
+    assert "DrainingHashesTracker.addEntry:" in out.splitlines()[3] and "synchronized tracker" in out, out
+    assert _verify(classes, tmp_path)[0] == DIVERGED
+    assert ("granularity after 1 steps: dispatcher: the JVM is at 'addEntry: tracker.lock', the model at "
+            "'addEntry: tracker.writeLock.lock'") in capsys.readouterr().out

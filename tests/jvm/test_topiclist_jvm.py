@@ -74,3 +74,18 @@ def test_the_findings_uncorrected_fix_counts_the_cancelled_callers_permit_twice(
     points = json.loads(trace.read_text(encoding="utf-8"))["points"]
     assert any("CompletableFuture.cancel" in p for p in points) and "AtomicLong.addAndGet" in points[-1], points
     assert main(["replay", str(trace), "--jvm", str(standin_classes["topiclist", "fixed"])]) == PASS
+
+
+def test_without_the_swap_a_release_and_the_grant_both_take_the_old_permit(
+    standin_classes: dict[tuple[str, str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The known-bad order the finding says the current code relies on not being (`unswapped`: releasePermits a
+    volatile read, then a write): the release and the grant both read the old permit's value, which is then counted
+    twice (SL-2)."""
+    code, _ = _verify(standin_classes["topiclist", "unswapped"], "semaphore-locks", tmp_path)
+    out = capsys.readouterr().out
+    assert code == VIOLATED and "jvm semaphore-locks: SL-2 after" in out, out
+    points = json.loads((tmp_path / "topiclist" / "current-jvm-semaphore-locks-SL-2.json").read_text())["points"]
+    reads = [p.split(":")[0] for p in points if "volatile read AsyncSemaphoreImpl.SemaphorePermit.permits" in p
+             and "releasePermits" in p]
+    assert {"other", "executor"} <= set(reads), points

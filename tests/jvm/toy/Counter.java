@@ -1,12 +1,16 @@
 package toy;
 
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /** The controller's toy: one lock, one monitor, one atomic and one volatile field (tests/jvm). */
 public class Counter {
     private final ReentrantLock lock = new ReentrantLock();
     private final AtomicInteger value = new AtomicInteger();
+    private final ReentrantReadWriteLock rw = new ReentrantReadWriteLock();
+    private final CountDownLatch never = new CountDownLatch(1);
     private int guarded;
     private volatile int seen;
 
@@ -44,6 +48,32 @@ public class Counter {
     public synchronized void fail() {
         seen = -1;
         throw new IllegalStateException("boom");
+    }
+
+    /** Reads under the read lock: two readers hold it at once, a writer waits for both. */
+    public void read() {
+        rw.readLock().lock();
+        try {
+            seen = value.get();
+        } finally {
+            rw.readLock().unlock();
+        }
+    }
+
+    /** Writes under the write lock. */
+    public void write() {
+        rw.writeLock().lock();
+        try {
+            value.set(value.get() + 1);
+        } finally {
+            rw.writeLock().unlock();
+        }
+    }
+
+    /** Waits on a latch nobody counts down: a wait the agent does not rewrite (a hang, for the controller). */
+    public void hang() throws InterruptedException {
+        value.incrementAndGet();
+        never.await();
     }
 
     public int value() {

@@ -5,7 +5,10 @@ import brokerspec.jvm.Scheduler;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
-/** Two threads on one Counter; config "mode" ("racy", "locked", "monitor" or "throwing") picks what they run. */
+/**
+ * Two threads on one Counter, or three ("readers": a, b read, c writes); config "mode" ("racy", "locked", "monitor",
+ * "throwing", "readers" or "hang") picks what they run.
+ */
 public class TwoThreads implements Scenario {
     private Counter counter;
 
@@ -14,6 +17,23 @@ public class TwoThreads implements Scenario {
         counter = new Counter();
         Scheduler.name(counter, "counter");
         String mode = String.valueOf(config.getOrDefault("mode", "racy"));
+        if (mode.equals("readers")) {
+            Scheduler.spawn("a", counter::read);
+            Scheduler.spawn("b", counter::read);
+            Scheduler.spawn("c", counter::write);
+            return;
+        }
+        if (mode.equals("hang")) {
+            Scheduler.timeoutMillis = 1_000;
+            Scheduler.spawn("a", () -> {
+                try {
+                    counter.hang();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+            return;
+        }
         for (String name : new String[] {"a", "b"}) {
             Scheduler.spawn(name, () -> {
                 switch (mode) {

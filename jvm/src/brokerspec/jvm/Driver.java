@@ -70,11 +70,12 @@ public final class Driver {
                         return error(seq, "run before hello");
                     }
                     Scheduler.run(String.valueOf(message.get("thread")));
+                    Map<String, Object> vars = scenario.vars(); // first: a scenario may name objects there
                     Map<String, Object> reply = new LinkedHashMap<>();
                     reply.put("type", "ran");
                     reply.put("seq", seq);
                     reply.put("threads", threads());
-                    reply.put("vars", scenario.vars());
+                    reply.put("vars", vars);
                     return reply;
                 }
                 default:
@@ -91,10 +92,11 @@ public final class Driver {
         scenario = (Scenario) scenarioClass.getDeclaredConstructor().newInstance();
         scenario.start(config);
         Scheduler.prime();
+        Map<String, Object> vars = scenario.vars();
         Map<String, Object> ready = new LinkedHashMap<>();
         ready.put("type", "ready");
         ready.put("threads", threads());
-        ready.put("vars", scenario.vars());
+        ready.put("vars", vars);
         return ready;
     }
 

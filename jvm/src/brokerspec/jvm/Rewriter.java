@@ -23,7 +23,8 @@ import org.objectweb.asm.commons.AdviceAdapter;
  * {@code synchronized} block, and a {@code synchronized} method, whose flag is dropped and whose body is wrapped in
  * an explicit monitor enter and a release on every way out), a Lock's {@code lock}/{@code lockInterruptibly}
  * ({@code ReentrantLock}, either lock of a {@code ReentrantReadWriteLock}, or any call through {@code Lock}), every
- * method of an {@code Atomic*} or {@code Atomic*FieldUpdater} (the object reported is the updater's target), a read
+ * method of an {@code Atomic*} or {@code Atomic*FieldUpdater} (the object reported is the updater's target, the
+ * updater is reported as {@code via}), a read
  * or write of a volatile field, {@code CompletableFuture} complete / completeExceptionally / cancel / isDone /
  * join / get, and an executor's execute / submit / schedule. A release ({@code monitorexit}, {@code unlock}) is no
  * point; it is reported to the scheduler only so that it knows what each thread holds. A class initializer is left
@@ -152,6 +153,7 @@ final class Rewriter {
         public void visit(int version, int access, String name, String sig, String superName, String[] interfaces) {
             owner = name;
             dotted = name.replace('/', '.');
+            Site.rewritten(dotted);
             super.visit(version, access, name, sig, superName, interfaces);
         }
 
@@ -346,12 +348,15 @@ final class Rewriter {
                 storeLocal(locals[i]);
             }
             if (targetFirst && args.length > 0 && args[0].getSort() == Type.OBJECT) {
+                mv.visitInsn(Opcodes.DUP);
                 loadLocal(locals[0]);
+                push(site(op, kind));
+                call("pointVia", "(Ljava/lang/Object;Ljava/lang/Object;I)V");
             } else {
                 mv.visitInsn(Opcodes.DUP);
+                push(site(op, kind));
+                call("point", "(Ljava/lang/Object;I)V");
             }
-            push(site(op, kind));
-            call("point", "(Ljava/lang/Object;I)V");
             for (int i = 0; i < args.length; i++) {
                 loadLocal(locals[i]);
             }

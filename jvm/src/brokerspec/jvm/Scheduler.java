@@ -57,6 +57,8 @@ public final class Scheduler {
         State state = State.NEW;
         Site site;
         Object object;
+        Object via;
+        List<String> frames = List.of();
         Command command;
         boolean probed;
         boolean abandoned;
@@ -65,6 +67,31 @@ public final class Scheduler {
 
         Managed(String name) {
             this.name = name;
+        }
+
+        /** Whether it has ended. */
+        public boolean done() {
+            return state == State.DONE;
+        }
+
+        /** Its point's site (null unless parked at a point). */
+        public Site site() {
+            return state == State.POINT ? site : null;
+        }
+
+        /** The object its point's operation is on. */
+        public Object object() {
+            return object;
+        }
+
+        /** The field updater its point's operation goes through, or null. */
+        public Object via() {
+            return via;
+        }
+
+        /** The rewritten frames on its stack at its point, innermost first, as {@code binaryClassName.method}. */
+        public List<String> frames() {
+            return frames;
         }
     }
 
@@ -79,6 +106,11 @@ public final class Scheduler {
 
     /** Before a scheduling point's operation on {@code object} (site {@code id}): park until told to run. */
     public static void point(Object object, int id) {
+        pointVia(null, object, id);
+    }
+
+    /** A point whose operation goes through {@code via} (a field updater) to {@code object} (its target). */
+    public static void pointVia(Object via, Object object, int id) {
         Managed m = CURRENT.get();
         if (m == null) {
             return;
@@ -87,9 +119,14 @@ public final class Scheduler {
             throw new Abandoned();
         }
         Site site = Site.get(id);
+        List<String> frames = StackWalker.getInstance().walk(stream -> stream
+                .filter(f -> Site.isRewritten(f.getClassName()))
+                .map(f -> f.getClassName() + "." + f.getMethodName()).toList());
         synchronized (MON) {
             m.site = site;
             m.object = object;
+            m.via = via;
+            m.frames = frames;
             m.state = State.POINT;
             controllerTurn = true;
             MON.notifyAll();
@@ -118,7 +155,7 @@ public final class Scheduler {
     public static void awaitDone(CompletableFuture<?> future, String where, String op) {
         int id;
         synchronized (RUNTIME_SITES) {
-            id = RUNTIME_SITES.computeIfAbsent(where + " " + op, k -> Site.register(where, "await", 0, op,
+            id = RUNTIME_SITES.computeIfAbsent(where + " " + op + " await", k -> Site.register(where, "await", 0, op,
                     Site.Kind.JOIN));
         }
         point(future, id);
@@ -126,6 +163,17 @@ public final class Scheduler {
     }
 
     private static final Map<String, Integer> RUNTIME_SITES = new LinkedHashMap<>();
+
+    /** An explicit point in code the agent does not see as one (a scenario's stand-in for upstream's side effect,
+     * e.g. the rescheduled read of an unblocking handler), reported as {@code where}'s {@code op}. */
+    public static void mark(String where, String op) {
+        int id;
+        synchronized (RUNTIME_SITES) {
+            id = RUNTIME_SITES.computeIfAbsent(where + " " + op + " mark", k -> Site.register(where, "mark", 0, op,
+                    Site.Kind.ACCESS));
+        }
+        point(null, id);
+    }
 
     /** Whether the caller runs on a managed thread (else it is the driver's, whose code runs at once). */
     public static boolean managed() {
@@ -313,6 +361,13 @@ public final class Scheduler {
         }
     }
 
+    /** Whether thread {@code m} holds {@code lock} (a monitor or a Lock it took at a point). */
+    public static boolean holds(Managed m, Object lock) {
+        synchronized (MON) {
+            return m.holds.stream().anyMatch(held -> held == lock);
+        }
+    }
+
     /** Whether every managed thread has ended (a scenario judges what only the end shows then). */
     public static boolean allDone() {
         synchronized (MON) {
@@ -339,6 +394,9 @@ public final class Scheduler {
             point.put("line", (long) m.site.line);
             point.put("op", m.site.op);
             point.put("object", nameOf(m.object));
+            if (m.via != null) {
+                point.put("via", nameOf(m.via));
+            }
             out.put("point", point);
         } else {
             out.put("point", null);
@@ -398,12 +456,18 @@ public final class Scheduler {
         return m.site.className + "." + m.site.method + ":" + m.site.line + " " + m.site.op + " " + nameOf(m.object);
     }
 
+    /** Where a thread waits: its innermost frame, and the innermost frame outside the JDK (the code that waits). */
     private static String stackTop(Thread thread) {
-        StringBuilder out = new StringBuilder();
         StackTraceElement[] stack = thread.getStackTrace();
-        for (int i = 0; i < Math.min(4, stack.length); i++) {
-            out.append(i == 0 ? "" : " < ").append(stack[i]);
+        if (stack.length == 0) {
+            return "(no stack)";
         }
-        return out.toString();
+        for (StackTraceElement frame : stack) {
+            String name = frame.getClassName();
+            if (!name.startsWith("java.") && !name.startsWith("jdk.") && !name.startsWith("sun.")) {
+                return stack[0] + " in " + frame;
+            }
+        }
+        return stack[0].toString();
     }
 }

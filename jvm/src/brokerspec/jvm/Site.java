@@ -22,6 +22,7 @@ public final class Site {
     }
 
     private static final List<Site> SITES = new ArrayList<>();
+    private static final java.util.Set<String> REWRITTEN = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     public final String className;
     public final String method;
@@ -49,6 +50,15 @@ public final class Site {
         if (site.line <= 0) {
             site.line = line;
         }
+    }
+
+    /** Records that the agent rewrote the class (binary name, dotted): its frames are the ones a point reports. */
+    static void rewritten(String className) {
+        REWRITTEN.add(className);
+    }
+
+    static boolean isRewritten(String className) {
+        return REWRITTEN.contains(className);
     }
 
     static synchronized Site get(int id) {

@@ -19,7 +19,11 @@ import java.util.TreeSet;
  * {@code shouldBlockStickyKeyHash} 532; an ack is {@code PendingAcksMap.remove}), as
  * {@code reference_impl/keyshared/lock_level.py}'s {@code StickyKeyDispatcher} does on the Python scheduler.
  *
- * <p>Its ledger judges, from what it observes: LK-1 (a mapped entry's ref count below 0), LK-5 (a
+ * <p>Its {@code threads} variable is each thread's point as the lock model labels it ({@link #label}), which
+ * {@code verify --jvm} compares with the model's at every step (a granularity divergence when they differ).
+ *
+ * <p>Its ledger judges, from what it observes: LK-1 (a mapped entry's ref count below 0), LK-4 (a thread about to
+ * update stats or call the unblocking handler holds the tracker's monitor or write lock), LK-5 (a
  * {@code NullPointerException} escaped a thread) and LK-6 (a lost wake-up: once every thread is done, a dispatch
  * that was blocked and was followed by no unblocking call, neither its hash nor -1, while no consumer left after it
  * and the tracker no longer drains the hash: nothing will ever dispatch the blocked message again).
@@ -80,7 +84,16 @@ public class BrokerspecKeySharedLocks implements Scenario {
             }
             prefer.put(h, order);
         }
-        tracker = new DrainingHashesTracker("brokerspec", unblocked::add);
+        tracker = new DrainingHashesTracker("brokerspec", hash -> {
+            Scheduler.mark("dispatcher", "stickyKeyHashUnblocked"); // upstream reschedules a read: a submission
+            unblocked.add(hash);
+        });
+        Object refCount = field(DrainingHashesTracker.DrainingHashEntry.class, "REF_COUNT_UPDATER");
+        Object blockedCount = field(DrainingHashesTracker.DrainingHashEntry.class, "BLOCKED_COUNT_UPDATER");
+        if (refCount != null && blockedCount != null) {
+            Scheduler.name(refCount, "entry.refCount");
+            Scheduler.name(blockedCount, "entry.blockedCount");
+        }
         Scheduler.name(tracker, "tracker");
         PendingAcksMap.PendingAcksRemoveHandler handler = new PendingAcksMap.PendingAcksRemoveHandler() {
             @Override
@@ -254,12 +267,14 @@ public class BrokerspecKeySharedLocks implements Scenario {
         tracker.consumerRemoved(consumers.get(id));
     }
 
+    /** A field's value by reflection (a static one when {@code owner} is a Class), or null when there is none. */
     private static Object field(Object owner, String name) {
-        for (Class<?> c = owner.getClass(); c != null; c = c.getSuperclass()) {
+        Class<?> start = owner instanceof Class<?> type ? type : owner.getClass();
+        for (Class<?> c = start; c != null; c = c.getSuperclass()) {
             try {
                 Field f = c.getDeclaredField(name);
                 f.setAccessible(true);
-                return f.get(owner);
+                return f.get(owner instanceof Class<?> ? null : owner);
             } catch (NoSuchFieldException e) {
                 // a superclass may declare it
             } catch (ReflectiveOperationException | RuntimeException e) {
@@ -280,8 +295,99 @@ public class BrokerspecKeySharedLocks implements Scenario {
         return out;
     }
 
+    /** Names each consumer's stats locks ({@code stats[c].writeLock}) once the tracker has made them. */
+    private void nameStats() {
+        if (!(field(tracker, "consumerDrainingHashesStatsMap") instanceof Map<?, ?> stats)) {
+            return;
+        }
+        for (Map.Entry<?, ?> e : stats.entrySet()) {
+            Object key = e.getKey() instanceof Consumer ? e.getKey() : field(e.getKey(), "consumer");
+            Integer id = key instanceof Consumer consumer ? ids.get(consumer) : null;
+            if (id == null) {
+                continue;
+            }
+            if (field(e.getValue(), "statsLock") instanceof java.util.concurrent.locks.ReentrantReadWriteLock lock) {
+                Scheduler.name(lock.writeLock(), "stats[" + id + "].writeLock");
+                Scheduler.name(lock.readLock(), "stats[" + id + "].readLock");
+            } else { // before #23854 the stats were synchronized on themselves: the model labels it the write lock
+                Scheduler.name(e.getValue(), "stats[" + id + "].writeLock");
+            }
+        }
+    }
+
+    private static String component(String frame) {
+        String type = frame.substring(0, frame.lastIndexOf('.'));
+        String simple = type.substring(type.lastIndexOf('.') + 1);
+        int nested = simple.indexOf('$');
+        return nested < 0 ? simple : simple.substring(0, nested);
+    }
+
+    private static String method(String frame) {
+        return frame.substring(frame.lastIndexOf('.') + 1);
+    }
+
+    /**
+     * A thread's point as the lock model labels it ({@code models/keyshared/lock_program.py}): the outermost method
+     * of the innermost upstream class on its stack (the tracker with its entry and stats, or the map: so a
+     * {@code getEntry} inside {@code reduceRefCount} is {@code reduceRefCount}'s), then what the point does to what
+     * ({@code tracker.writeLock.lock}, {@code entry.refCount.decrementAndGet}, {@code entry.blockedCount.get}).
+     */
+    private static String label(Scheduler.Managed m) {
+        if (m.done()) {
+            return "done";
+        }
+        brokerspec.jvm.Site site = m.site();
+        if (site == null) {
+            return "not started";
+        }
+        List<String> frames = m.frames();
+        int i = 0;
+        while (i < frames.size() && component(frames.get(i)).equals("BrokerspecKeySharedLocks")) {
+            i++;
+        }
+        if (i == frames.size()) {
+            return site.op;
+        }
+        String owner = component(frames.get(i));
+        String outer = method(frames.get(i));
+        for (int j = i; j < frames.size() && component(frames.get(j)).equals(owner); j++) {
+            if (!method(frames.get(j)).startsWith("lambda$")) {
+                outer = method(frames.get(j));
+            }
+        }
+        String verb = site.kind == brokerspec.jvm.Site.Kind.MONITOR ? "lock"
+                : site.op.substring(site.op.lastIndexOf('.') + 1);
+        String what;
+        if (m.via() != null) {
+            what = Scheduler.nameOf(m.via()) + "." + verb;
+        } else if (site.op.startsWith("volatile ")) {
+            what = "entry." + verb + (site.op.startsWith("volatile read ") ? ".get" : ".set");
+        } else if (m.object() == null) {
+            what = site.op;
+        } else {
+            what = Scheduler.nameOf(m.object()) + "." + verb;
+        }
+        return outer + ": " + what;
+    }
+
+    /** LK-4 (the #23854 rule): a thread about to update stats or call the unblocking handler holds the tracker's
+     * monitor (before #23854) or its write lock. */
+    private void judgeHolds() {
+        Object writeLock = field(tracker, "lock") instanceof java.util.concurrent.locks.ReentrantReadWriteLock rw
+                ? rw.writeLock() : null;
+        for (Scheduler.Managed m : Scheduler.threads()) {
+            String label = label(m);
+            boolean sideEffect = label.endsWith(": stickyKeyHashUnblocked") || label.contains(": stats[");
+            if (sideEffect && (Scheduler.holds(m, tracker) || (writeLock != null && Scheduler.holds(m, writeLock)))) {
+                broken.add("LK-4");
+            }
+        }
+    }
+
     @Override
     public Map<String, Object> vars() {
+        nameStats();
+        judgeHolds();
         Map<Integer, DrainingHashesTracker.DrainingHashEntry> draining = draining();
         List<Object> entries = new ArrayList<>();
         for (Map.Entry<Integer, DrainingHashesTracker.DrainingHashEntry> e : draining.entrySet()) {
@@ -310,6 +416,11 @@ public class BrokerspecKeySharedLocks implements Scenario {
         out.put("blocks", new ArrayList<>(blocks));
         out.put("replay", longs(replay));
         out.put("broken", new ArrayList<>(broken));
+        List<Object> threads = new ArrayList<>();
+        for (Scheduler.Managed m : Scheduler.threads()) {
+            threads.add(List.of(m.name, label(m)));
+        }
+        out.put("threads", threads);
         return out;
     }
 
