@@ -802,4 +802,5 @@ def record_on_port(model: Model[Any], spec: PortSpec, failure: Failure) -> Trace
         except (PortError, OutOfTime, ActionNotEnabled):
             pass
     trace = record(model, failure.actions, engine="port")
-    return replace(trace, failure={"step": len(failure.actions), "names": [failure.target], "detail": failure.detail})
+    detail = f"{failure.where}: {failure.detail}" if failure.at_reset else failure.detail  # the trace says so too
+    return replace(trace, failure={"step": len(failure.actions), "names": [failure.target], "detail": detail})
