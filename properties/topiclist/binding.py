@@ -889,6 +889,7 @@ MECHANISM = Mechanism(
     limits={"max_queue_size": (0, 10_000), "heap_queue": (0, 10_000), "direct_queue": (0, 10_000),
             "max_requests": (0, 1_000), "connections": (0, 64), "lookup_max": (0, 1_000),
             "max_topic_changes": (0, 1_000), "max_queue": (0, 1_000), "held": (0, 1_000),
+            "max_changes": (0, 1_000), "max_losses": (0, 1_000),
             "max_permits": NON_NEGATIVE_INT, "heap_max": NON_NEGATIVE_INT, "direct_max": NON_NEGATIVE_INT,
             "sizes": INT32, "proxy_lookup_max": INT32, "timeout_ms": NON_NEGATIVE_LONG,
             "heap_timeout_ms": NON_NEGATIVE_LONG, "direct_timeout_ms": NON_NEGATIVE_LONG, "dts": NON_NEGATIVE_LONG},
