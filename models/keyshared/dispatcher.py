@@ -152,6 +152,7 @@ class KeySharedModel:
         self.skips = read.integers("skip")
         self.disconnect_during_replay_read = read.flag("disconnect_during_replay_read")
         self.exempt_nacked_p = read.flag("exempt_nacked_p")
+        self.filter_acked_on_complete = read.flag("filter_acked_on_complete")
         self.interleave = read.integer("interleave")
         self.key_hashes = tuple(sticky_hash(k, self.range_max) for k in self.keys)
         self._hashes = tuple(sorted(set(self.key_hashes)))
@@ -174,6 +175,10 @@ class KeySharedModel:
             Invariant("KS-I5a", lambda s: "KS-I5a" not in s.broken, "a released blocking entry schedules a read"),
             Invariant("KS-I6", lambda s: "KS-I6" not in s.broken, "a join or leave moves no bystander's hash"),
             Invariant("KS-I7", self._no_hash_zero, "hash 0 is never tracked or queued as known"),
+            Invariant("KS-U1", self._unacked_counted, "each consumer's unacked counter is the messages of its "
+                      "pending acks, never below 0"),
+            Invariant("KS-P1", self._permits_totalled, "the dispatcher's permit total is the connected consumers' "
+                      "permits, never below 0"),
             # What must hold after a cursor jump, declared where a configuration takes jumps (the pipeline's
             # compiled replay mirrors the invariants above only).
             *((Invariant("KS-J1", self._nothing_replayed_below, "nothing is queued for replay at or below "
@@ -267,6 +272,19 @@ class KeySharedModel:
                 return False
         return True
 
+    @staticmethod
+    def _unacked_counted(s: KSState) -> bool:
+        """KS-U1: Consumer.unackedMessages against its PendingAcksMap (one message per entry in the model). A
+        counter that drifts up blocks the consumer at maxUnackedMessagesPerConsumer for good; one below 0 is
+        upstream's "Negative unackedMsgs count" warning and lets it take more than the limit."""
+        return all(c.unacked == len(c.pending) for c in s.consumers)
+
+    @staticmethod
+    def _permits_totalled(s: KSState) -> bool:
+        """KS-P1: totalAvailablePermits against the consumers' permits. readMoreEntries sizes each read from
+        it, so a total that drifts low starves the subscription and one that drifts high reads for nobody."""
+        return s.total_permits >= 0 and s.total_permits == sum(c.permits for c in s.consumers)
+
     def _no_hash_zero(self, s: KSState) -> bool:
         return all(1 <= d.hash <= self.range_max for d in s.draining) and all(
             h == UNKNOWN_HASH or 1 <= h <= self.range_max for _, h in s.replay
@@ -313,6 +331,7 @@ class KeySharedModel:
             nacked=(),
             settled=False,
             pinned=(),
+            total_permits=0,
             broken=(),
             events=(),
         )
@@ -441,7 +460,7 @@ class KeySharedModel:
             d.messages += (self.keys.index(args[0]),)
         elif name == "flow":
             cid, n = args
-            d.consumer(cid).permits += n
+            d.flow(d.consumer(cid), n)
         elif name == "ack":
             cid, position = args
             d.ack(cid, position)
@@ -526,6 +545,8 @@ class KeySharedModel:
             "messages": [self.keys[k] for k in state.messages],
             "consumers": [[c.id, c.name, c.name_index, c.permits] for c in state.consumers],
             "pending": [[c.id, list(c.pending)] for c in state.consumers],
+            "unacked": [[c.id, c.unacked] for c in state.consumers],
+            "total_permits": state.total_permits,
             "held": [[c.id, list(c.held)] for c in state.consumers],
             "ring": [[start, end, ids[slot]] for start, end, slot in self.ring(state.consumers).ranges],
             "read_position": state.read_position,

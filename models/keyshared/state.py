@@ -1,10 +1,11 @@
 """The dispatcher scope's state, actions and configuration keys (see `models/keyshared/dispatcher.py`).
 
 The state is one subscription on one ledger: the published log (a key per entry), the connected
-consumers in join order (name, name index, permits, pending acks, and the client-side record of what
-each one holds), the cursor (read position, mark-delete, individual acks), the replay queue, the
-draining tracker (pip379), the recently-joined map (classic, pip282), pip282's last-sent bookkeeping,
-the read flags, and the storage reads in flight. Positions are entry ids of ledger 1.
+consumers in join order (name, name index, permits, pending acks, unacked-message counter, and the
+client-side record of what each one holds), the dispatcher's permit total, the cursor (read position,
+mark-delete, individual acks), the replay queue, the draining tracker (pip379), the recently-joined map
+(classic, pip282), pip282's last-sent bookkeeping, the read flags, and the storage reads in flight.
+Positions are entry ids of ledger 1.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ DEFAULT_CONFIG: dict[str, Param] = {
     # of its hash stays queued (e.g. q released by the disconnect of the consumer that nacked p). The
     # spec exempts only a q released by a negative ack; this also exempts a p released by one.
     "exempt_nacked_p": False,
+    # The fix docs/findings/keyshared-jump-during-read.md proposes: a read's completion drops the entries the cursor
+    # acknowledged since the read began (at or below mark-delete as well as individually acked); upstream filters
+    # when a read is issued, and a Normal read's completion drops only the individually deleted entries.
+    "filter_acked_on_complete": False,
 }
 
 
@@ -89,6 +94,9 @@ class Consumer(NamedTuple):
     permits: int
     pending: tuple[int, ...]  # broker side: positions with a pending ack (their hash is the entry's)
     held: tuple[int, ...]  # client side: delivered and not since acked or released
+    # Consumer.unackedMessages: moved by dispatch (+ the entries sent), an individual ack, the mark-delete hook's
+    # removeAllUpTo and both redeliveries (- what each removed from the pending acks); KS-U1 holds it to `pending`.
+    unacked: int
 
 
 class Draining(NamedTuple):
@@ -119,5 +127,8 @@ class KSState(NamedTuple):
     nacked: tuple[int, ...]  # client: released by a redelivery request since their last delivery, unacked
     settled: bool
     pinned: tuple[int, ...]
+    # PersistentDispatcherMultipleConsumers.totalAvailablePermits: + a flow (a join's permits are its first flow),
+    # - the messages each dispatch sends, - a leaver's permits, 0 when the last consumer leaves (KS-P1).
+    total_permits: int
     broken: tuple[str, ...]
     events: tuple[str, ...]  # what the last step did that no variable shows (EVENTS), for coverage

@@ -32,6 +32,9 @@ KEYSHARED = Vocabulary(
         "interleave": "interleaved_read runs its ack or flow at point 1..interleave of a pass",
         "disconnect_during_replay_read": "offer remove while a Replay read is in flight (a spec gap)",
         "exempt_nacked_p": "the replay filter also exempts a position released by a negative ack (a spec gap)",
+        "filter_acked_on_complete": "a read's completion drops the entries the cursor acknowledged while it "
+                                    "was in flight (the jump-during-read finding's fix; upstream drops only "
+                                    "individually deleted ones)",
     },
     vars={
         "messages": "the published log: message i is entry i of ledger 1 (its position)",
@@ -48,6 +51,13 @@ KEYSHARED = Vocabulary(
         "pending[].consumer": "the consumer id",
         "pending[].positions": "positions, ascending",
         "pending[].positions[]": "a position",
+        "unacked": "per consumer in join order, the broker's unacked-message counter (Consumer.unackedMessages): "
+                   "+1 per message sent, -1 per pending ack an ack, a mark-delete cleanup or a redelivery removed",
+        "unacked[]": "[consumer, count] in join order",
+        "unacked[].consumer": "the consumer id",
+        "unacked[].count": "its counter",
+        "total_permits": "the dispatcher's totalAvailablePermits: + each flow (a join's permits count as its first "
+                         "flow), - each message sent, - a leaver's permits, 0 when the last consumer leaves",
         "held": "per consumer in join order, the client's record: delivered and not acked, redelivered or lost by "
                 "disconnecting (KS-I1 is checked on it)",
         "held[]": f"{_PENDING_ACK} in join order",
