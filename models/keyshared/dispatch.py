@@ -52,6 +52,10 @@ class DispatchModel(Protocol):
     def exempt_nacked_p(self) -> bool: ...
     @property
     def filter_acked_on_complete(self) -> bool: ...
+    @property
+    def async_flow(self) -> bool: ...
+    @property
+    def remove_counts_queued(self) -> bool: ...
     def ring(self, consumers: Sequence[Consumer | ThawedConsumer]) -> Ring: ...
     def ring_of(self, state: KSState) -> Ring: ...
 
@@ -122,9 +126,33 @@ class Dispatch:
     # The state's fields in slots; the rest in __dict__ when a step sets them (past 30 attributes an
     # instance dict stops sharing its keys, and building one cost more than a short step).
     __slots__ = (
-        "__dict__", "acked", "classic", "cons", "delivered", "joined", "last_sent", "md", "messages",
-        "min_replayed", "model", "nacked", "normal_read", "pinned", "pip282", "pip379", "read_pos", "replay",
-        "replay_read", "rewind", "scheduled", "settled", "skip", "source", "stuck", "total",
+        "__dict__",
+        "acked",
+        "classic",
+        "cons",
+        "delivered",
+        "joined",
+        "last_sent",
+        "md",
+        "messages",
+        "min_replayed",
+        "model",
+        "nacked",
+        "normal_read",
+        "pinned",
+        "pip282",
+        "pip379",
+        "queued",
+        "read_pos",
+        "replay",
+        "replay_read",
+        "rewind",
+        "scheduled",
+        "settled",
+        "skip",
+        "source",
+        "stuck",
+        "total",
     )
     # What a step starts from whatever the state: class defaults until the step sets them.
     batch_level = 0
@@ -143,7 +171,7 @@ class Dispatch:
         (
             self.messages, consumers, self.read_pos, self.md, self.acked, replay, _, self.scheduled, self.skip,
             self.stuck, self.joined, self.last_sent, _, self.normal_read, self.replay_read, self.min_replayed,
-            self.rewind, self.nacked, self.settled, self.pinned, self.total, _, _,
+            self.rewind, self.nacked, self.settled, self.pinned, self.queued, self.total, _, _,
         ) = s
         self.cons = [ThawedConsumer(c) for c in consumers]
         self.replay = dict(replay)
@@ -187,6 +215,7 @@ class Dispatch:
             tuple(sorted({p for p in self.nacked if not self.is_acked(p)})) if self.nacked else (),
             self.settled,
             self.pinned,
+            self.queued,
             self.total,
             tuple(sorted(self.broken)) if "broken" in thawed else s.broken,
             tuple(sorted(self.events)) if "events" in thawed else (),
@@ -372,10 +401,19 @@ class Dispatch:
     # ------------------------------------------------------------------ consumers
 
     def flow(self, c: ThawedConsumer, n: int) -> None:
-        """Consumer.flowPermits, then the dispatcher's consumerFlow: the consumer's permits, then the total
-        (upstream queues the second on the broker's executor; the model runs both in the one step)."""
+        """Consumer.flowPermits, then the dispatcher's consumerFlow: the consumer's permits, then the total. Upstream
+        queues the second half on the broker's executor (`async_flow`: `flow_update` runs it); else one step."""
         c.permits += n
-        self.total += n
+        if self.model.async_flow:
+            self.queued = (*self.queued, (c.id, n))
+        else:
+            self.total += n
+
+    def flow_update(self) -> None:
+        """The oldest queued internalConsumerFlow: the total grows by its permits, unless its consumer left."""
+        (cid, n), self.queued = self.queued[0], self.queued[1:]
+        if cid:
+            self.total += n
 
     def add(self, cid: int, name: str, permits: int) -> None:
         if not self.cons:
@@ -420,12 +458,15 @@ class Dispatch:
             if self.pip379:
                 self.end_batch()
             # removeConsumer: the leaver's available permits leave the total (#24885 fixed this line's omission
-            # in the non-persistent dispatcher).
-            self.total -= c.permits
+            # in the non-persistent dispatcher), queued flows included unless the fix counts them out.
+            queued = sum(n for q, n in self.queued if q == cid) if self.model.remove_counts_queued else 0
+            self.total -= c.permits - queued
         else:
             self.replay.clear()
             self.tracker.clear()
             self.total = 0  # clearComponentsAfterRemovedAllConsumers
+        if self.queued:  # its queued flows now find it gone
+            self.queued = tuple([(0 if q == cid else q, n) for q, n in self.queued])
         if self.pip379:
             self.register_draining(before, after, cid)
         else:

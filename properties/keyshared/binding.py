@@ -34,6 +34,8 @@ from properties.keyshared.dispatcher import (
     HYPOTHESIS_CONFIGS,
     JUMP_CONFIGS,
     JUMP_READ_FINDING,
+    PERMITS_FINDING,
+    PERMITS_NIGHTLY,
     TWINS,
     KeySharedReference,
 )
@@ -115,9 +117,10 @@ LOCKS_FINDINGS: dict[str, Mapping[str, str]] = {
 FINDINGS: dict[str, Mapping[str, str]] = {
     **LOCKS_FINDINGS,
     "jump-read": {"KS-I5a": JUMP_READ_FINDING},  # a read in flight across a jump: a blocked message, no read scheduled
+    "permits": {"KS-P1": PERMITS_FINDING},  # nightly: a leaver's queued flow is taken off the total and never added
 }
-"""Every configuration's known findings: the lock scope's and the jump-during-read one (`jump-read-fix` breaks
-nothing)."""
+"""Every configuration's known findings: the lock scope's, the jump-during-read one (`jump-read-fix` breaks
+nothing) and the queued-flow one (nightly `permits`; `permits-fix` breaks nothing)."""
 # Hypothesis samples longer runs than the explorer's, upstream's order with all three threads, on LK-1..LK-5: LK-6,
 # the known finding the explorer reports, would end every run at its first lost wake-up.
 LOCKS_HYPOTHESIS_CONFIG: dict[str, Param] = {
@@ -221,5 +224,5 @@ MECHANISM = Mechanism(
     vocabularies=keyshared_protocol.VOCABULARIES,
     scope_of=keyshared_protocol.scope_of,
     findings=FINDINGS,
-    nightly_configs=LOCKS_NIGHTLY_CONFIGS,
+    nightly_configs={**LOCKS_NIGHTLY_CONFIGS, **PERMITS_NIGHTLY},
 )

@@ -131,6 +131,8 @@ class KeySharedDispatcher:
         max_unacked_per_consumer: int = 0,
         max_unacked_per_subscription: int = 0,
         filter_acked_on_complete: bool = False,
+        async_flow: bool = False,
+        remove_counts_queued: bool = False,
         lock_tracer: LockTracer | None = None,
     ) -> None:
         if variant not in VARIANTS:
@@ -147,6 +149,12 @@ class KeySharedDispatcher:
         # deleted entries (filterReadEntries), so an entry a skip, clear-backlog or expiry passed meanwhile is still
         # dispatched.
         self.filter_acked_on_complete = filter_acked_on_complete
+        # Upstream's flow order: Consumer.flowPermits adds to the consumer at once, consumerFlow queues the total's
+        # update on the broker's executor (`run_queued_flow`); `remove_counts_queued` is the fix of
+        # docs/findings/keyshared-permits-queued-flow.md (a leaver takes off only the permits the total counted).
+        self.async_flow = async_flow
+        self.remove_counts_queued = remove_counts_queued
+        self.queued_flows: list[tuple[Consumer, int]] = []
         self.lock_tracer = lock_tracer
         # Upstream creates the selector in impacted mode exactly when draining hashes are required.
         self.selector = ConsistentHashingStickyKeyConsumerSelector(
@@ -248,8 +256,18 @@ class KeySharedDispatcher:
         Consumer.flowPermits adds them to the consumer, then the dispatcher's consumerFlow to its total (queued on
         the broker's executor upstream, run at once here), ignored for a consumer no longer connected."""
         consumer.permits += permits
-        if any(existing is consumer for existing in self.consumers):
+        if self.async_flow:
+            self.queued_flows.append((consumer, permits))
+        elif any(existing is consumer for existing in self.consumers):
             self.total_available_permits += permits
+
+    def run_queued_flow(self) -> None:
+        """The executor runs the oldest queued internalConsumerFlow: it ignores a consumer no longer in the set
+        (`PersistentDispatcherMultipleConsumers.java` 308-314), else the total grows by its permits."""
+        consumer, permits = self.queued_flows.pop(0)
+        with traced(self.lock_tracer, DISPATCHER_LOCK):
+            if any(existing is consumer for existing in self.consumers):
+                self.total_available_permits += permits
 
     # ------------------------------------------------------------------ mutual exclusion
 
@@ -340,7 +358,8 @@ class KeySharedDispatcher:
                         added.append((ledger_id, entry_id))
 
                 consumer.pending_acks.for_each_and_close(requeue)
-                self.total_available_permits -= consumer.permits
+                queued = sum(n for c, n in self.queued_flows if c is consumer) if self.remove_counts_queued else 0
+                self.total_available_permits -= consumer.permits - queued
             else:
                 self.total_available_permits = 0  # clearComponentsAfterRemovedAllConsumers
                 self.replay_queue.clear()

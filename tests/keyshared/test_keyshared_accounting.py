@@ -163,3 +163,55 @@ def test_both_jump_read_configurations_are_replayed_whole_on_the_reference() -> 
                          lambda model=model: MECHANISM.make_reference(model.config, "pip379"),  # type: ignore[misc]
                          known=frozenset(MECHANISM.findings.get(name, {})))
         assert result.ok and result.complete and result.covered == result.edges, (name, result.summary())
+
+
+# The queued-flow finding (docs/findings/keyshared-permits-queued-flow.md): upstream's flow order, async_flow.
+QUEUED_FLOW_LEAVES = (_a("add", consumer=1, name="consumer1", permits=0), _a("flow", consumer=1, n=1),
+                      _a("add", consumer=2, name="consumer1", permits=0), _a("remove", consumer=1))
+
+
+def _queued(config: dict[str, Param], *actions: Action) -> Lockstep[KSState]:
+    model = KeySharedModel(config, "pip379")
+    lockstep = Lockstep(model, KeySharedReference(model.config, "pip379"), frozenset({"KS-P1"}))
+    for action in actions:
+        outcome = lockstep.apply(action)
+        assert not outcome.failures, (action, outcome.failures, outcome.detail)
+    return lockstep
+
+
+def test_a_dispatch_may_spend_a_queued_flow_before_the_total_counts_it() -> None:
+    config = dict(MECHANISM.nightly_configs["permits"])
+    lockstep = _queued(config, _a("add", consumer=1, name="consumer1", permits=0), _a("flow", consumer=1, n=1),
+                       _a("publish", key="4"))
+    assert (lockstep.state.total_permits, lockstep.state.queued_flows) == (0, ((1, 1),))
+    outcome = lockstep.apply(_a("read"))  # readMoreEntries reads for the consumer's own permit
+    assert outcome.observation == {"delivered": [[1, 0]]}
+    assert lockstep.state.total_permits == -1 and not violated(lockstep.model, lockstep.state)
+    lockstep.apply(_a("flow_update"))
+    assert (lockstep.state.total_permits, lockstep.state.queued_flows) == (0, ())
+
+
+def test_a_leaver_with_a_queued_flow_leaves_the_total_short_upstream_and_not_with_the_fix() -> None:
+    lockstep = _queued(dict(MECHANISM.nightly_configs["permits"]), *QUEUED_FLOW_LEAVES)
+    state = lockstep.state
+    assert (state.total_permits, state.queued_flows) == (-1, ((0, 1),)) and "KS-P1" in violated(lockstep.model, state)
+    reference = lockstep.implementation
+    assert isinstance(reference, KeySharedReference) and "KS-P1" in reference.violations()
+    lockstep.apply(_a("flow_update"))  # internalConsumerFlow ignores the consumer that left: the drift stays
+    assert lockstep.state.total_permits == -1 and "KS-P1" in reference.violations()
+    fixed = _queued(dict(EXPLORE_CONFIGS["permits-fix"]), *QUEUED_FLOW_LEAVES, _a("flow_update"))
+    assert fixed.state.total_permits == 0 and not violated(fixed.model, fixed.state)
+
+
+def test_the_queued_flow_finding_is_found_in_four_steps_and_the_fix_holds_everywhere() -> None:
+    found = explore(make_model(MECHANISM.nightly_configs["permits"], "pip379"), check_liveness=False,
+                    check_deadlock=False, max_states=2000)
+    assert not found.complete  # the drift grows with every such departure: no finite graph
+    assert [(f.name, f.path) for f in found.findings] == [("KS-P1", QUEUED_FLOW_LEAVES)]
+    assert MECHANISM.findings["permits"] == {"KS-P1": "docs/findings/keyshared-permits-queued-flow.md"}
+    fixed = explore(make_model(EXPLORE_CONFIGS["permits-fix"], "pip379"), check_liveness=False, check_deadlock=False)
+    assert fixed.complete and not fixed.findings and len(fixed.states) == 238
+    config = EXPLORE_CONFIGS["permits-fix"]
+    result = conform(lambda: make_model(config, "pip379"),
+                     lambda: MECHANISM.make_reference(make_model(config, "pip379").config, "pip379"))  # type: ignore[misc]
+    assert result.ok and result.complete and result.covered == result.edges, result.summary()

@@ -85,7 +85,8 @@ def test_explorer_passes_pip379_completely_with_liveness(name: str) -> None:
     result = explore(model)
     assert {f.name for f in result.findings} == set(MECHANISM.findings.get(name, {})), result.findings
     assert result.complete
-    kinds = set(model.kinds) | ({"complete_read"} if "begin_read" in model.kinds else set())
+    kinds = (set(model.kinds) | ({"complete_read"} if "begin_read" in model.kinds else set())
+             | ({"flow_update"} if model.async_flow else set()))
     assert set(result.coverage) == kinds | {"read"}
     assert bool(model.liveness) == ("settle" in model.kinds)
 
