@@ -50,6 +50,12 @@ class DispatchModel(Protocol):
     def read_batch_size(self) -> int: ...
     @property
     def exempt_nacked_p(self) -> bool: ...
+    @property
+    def filter_acked_on_complete(self) -> bool: ...
+    @property
+    def async_flow(self) -> bool: ...
+    @property
+    def remove_counts_queued(self) -> bool: ...
     def ring(self, consumers: Sequence[Consumer | ThawedConsumer]) -> Ring: ...
     def ring_of(self, state: KSState) -> Ring: ...
 
@@ -85,18 +91,19 @@ class ThawedConsumer:
     """One consumer of a thawed state, mutable for the length of a step. `pending` and `held` stay sorted
     tuples, rebuilt where a step changes them: they hold a few positions and most steps only read them."""
 
-    __slots__ = ("frozen", "held", "id", "name", "name_index", "pending", "permits")
+    __slots__ = ("frozen", "held", "id", "name", "name_index", "pending", "permits", "unacked")
 
     def __init__(self, c: Consumer) -> None:
         self.frozen = c
-        self.id, self.name, self.name_index, self.permits, self.pending, self.held = c
+        self.id, self.name, self.name_index, self.permits, self.pending, self.held, self.unacked = c
 
     def freeze(self) -> Consumer:
         """The consumer as it is now: the same tuple when the step changed nothing of it."""
         c = self.frozen
-        if self.permits == c.permits and self.pending is c.pending and self.held is c.held:
+        if (self.permits == c.permits and self.pending is c.pending and self.held is c.held
+                and self.unacked == c.unacked):
             return c
-        return Consumer(c.id, c.name, c.name_index, self.permits, self.pending, self.held)
+        return Consumer(c.id, c.name, c.name_index, self.permits, self.pending, self.held, self.unacked)
 
 
 def _added(positions: tuple[int, ...], position: int) -> tuple[int, ...]:
@@ -119,9 +126,33 @@ class Dispatch:
     # The state's fields in slots; the rest in __dict__ when a step sets them (past 30 attributes an
     # instance dict stops sharing its keys, and building one cost more than a short step).
     __slots__ = (
-        "__dict__", "acked", "classic", "cons", "delivered", "joined", "last_sent", "md", "messages",
-        "min_replayed", "model", "nacked", "normal_read", "pinned", "pip282", "pip379", "read_pos", "replay",
-        "replay_read", "rewind", "scheduled", "settled", "skip", "source", "stuck",
+        "__dict__",
+        "acked",
+        "classic",
+        "cons",
+        "delivered",
+        "joined",
+        "last_sent",
+        "md",
+        "messages",
+        "min_replayed",
+        "model",
+        "nacked",
+        "normal_read",
+        "pinned",
+        "pip282",
+        "pip379",
+        "queued",
+        "read_pos",
+        "replay",
+        "replay_read",
+        "rewind",
+        "scheduled",
+        "settled",
+        "skip",
+        "source",
+        "stuck",
+        "total",
     )
     # What a step starts from whatever the state: class defaults until the step sets them.
     batch_level = 0
@@ -140,7 +171,7 @@ class Dispatch:
         (
             self.messages, consumers, self.read_pos, self.md, self.acked, replay, _, self.scheduled, self.skip,
             self.stuck, self.joined, self.last_sent, _, self.normal_read, self.replay_read, self.min_replayed,
-            self.rewind, self.nacked, self.settled, self.pinned, _, _,
+            self.rewind, self.nacked, self.settled, self.pinned, self.queued, self.total, _, _,
         ) = s
         self.cons = [ThawedConsumer(c) for c in consumers]
         self.replay = dict(replay)
@@ -184,6 +215,8 @@ class Dispatch:
             tuple(sorted({p for p in self.nacked if not self.is_acked(p)})) if self.nacked else (),
             self.settled,
             self.pinned,
+            self.queued,
+            self.total,
             tuple(sorted(self.broken)) if "broken" in thawed else s.broken,
             tuple(sorted(self.events)) if "events" in thawed else (),
         ))
@@ -288,16 +321,20 @@ class Dispatch:
         self.unblocks += 1
         self.scheduled = True
 
-    def remove_pending(self, c: ThawedConsumer, positions: Sequence[int], batch: bool) -> None:
-        """PendingAcksMap removals with the pip379 remove handler (one batch when `batch`)."""
+    def remove_pending(self, c: ThawedConsumer, positions: Sequence[int], batch: bool) -> int:
+        """PendingAcksMap removals with the pip379 remove handler (one batch when `batch`); the messages removed
+        (one per entry: the model has no batch messages), which the caller takes off the consumer's counter."""
         if self.pip379 and batch and positions:
             self.start_batch()
+        removed = 0
         for position in positions:
+            removed += position in c.pending
             c.pending = _removed(c.pending, position)
             if self.pip379:
                 self.reduce_ref_count(c.id, self.hash_of(position), False)
         if self.pip379 and batch and positions:
             self.end_batch()
+        return removed
 
     def register_draining(self, before: Mapping[int, int], after: Mapping[int, int], skip: int) -> None:
         """REMOVE (lost a hash it holds: add entries) for everyone first, then ADD (got it back)."""
@@ -363,6 +400,21 @@ class Dispatch:
 
     # ------------------------------------------------------------------ consumers
 
+    def flow(self, c: ThawedConsumer, n: int) -> None:
+        """Consumer.flowPermits, then the dispatcher's consumerFlow: the consumer's permits, then the total. Upstream
+        queues the second half on the broker's executor (`async_flow`: `flow_update` runs it); else one step."""
+        c.permits += n
+        if self.model.async_flow:
+            self.queued = (*self.queued, (c.id, n))
+        else:
+            self.total += n
+
+    def flow_update(self) -> None:
+        """The oldest queued internalConsumerFlow: the total grows by its permits, unless its consumer left."""
+        (cid, n), self.queued = self.queued[0], self.queued[1:]
+        if cid:
+            self.total += n
+
     def add(self, cid: int, name: str, permits: int) -> None:
         if not self.cons:
             if self.normal_read is not None or self.replay_read is not None:
@@ -373,7 +425,8 @@ class Dispatch:
         used = {c.name_index for c in self.cons if c.name == name}
         index = next(i for i in itertools.count() if i not in used)
         before = self.owner_ids()
-        self.cons.append(ThawedConsumer(Consumer(cid, name, index, permits, (), ())))
+        self.cons.append(ThawedConsumer(Consumer(cid, name, index, permits, (), (), 0)))
+        self.total += permits  # the join's permits reach the dispatcher as its first flow (consumerFlow)
         self.reselect()
         after = self.owner_ids()
         self.check_bystanders(before, after, cid, added=True)
@@ -404,9 +457,16 @@ class Dispatch:
                     self.reduce_ref_count(cid, h, True)
             if self.pip379:
                 self.end_batch()
+            # removeConsumer: the leaver's available permits leave the total (#24885 fixed this line's omission
+            # in the non-persistent dispatcher), queued flows included unless the fix counts them out.
+            queued = sum(n for q, n in self.queued if q == cid) if self.model.remove_counts_queued else 0
+            self.total -= c.permits - queued
         else:
             self.replay.clear()
             self.tracker.clear()
+            self.total = 0  # clearComponentsAfterRemovedAllConsumers
+        if self.queued:  # its queued flows now find it gone
+            self.queued = tuple([(0 if q == cid else q, n) for q, n in self.queued])
         if self.pip379:
             self.register_draining(before, after, cid)
         else:
@@ -427,7 +487,8 @@ class Dispatch:
         c.held = _removed(c.held, position)
         holder = c if position in c.pending else next((x for x in self.cons if position in x.pending), None)
         if holder is not None:
-            self.remove_pending(holder, [position], batch=False)
+            # Consumer.applyPendingAckCompletions: the ack owner's counter loses what its pending ack still counted.
+            holder.unacked -= self.remove_pending(holder, [position], batch=False)
         if self.is_acked(position):
             return
         acked = {*self.acked, position}
@@ -447,7 +508,8 @@ class Dispatch:
         md = self.md
         self.read_pos = max(self.read_pos, md + 1)
         for x in self.cons:
-            self.remove_pending(x, [p for p in x.pending if p <= md], batch=True)
+            # removePendingAcksUpToPositionAndDecrementUnacked (#25581, 5168fcb36c; #25592, 138595f625)
+            x.unacked -= self.remove_pending(x, [p for p in x.pending if p <= md], batch=True)
         for position in [p for p in self.replay if p <= md]:
             del self.replay[position]
         if self.pip379:
@@ -510,11 +572,13 @@ class Dispatch:
         self.nacked = (*self.nacked, *nacked)  # sorted and deduplicated by freeze
         if positions is None:
             released = list(c.pending)
-            self.remove_pending(c, released, batch=True)
+            # redeliverUnacknowledgedMessages(epoch): forEachAndClear, then the total it counted (#25589, 9e1bae353a)
+            c.unacked -= self.remove_pending(c, released, batch=True)
         else:
             released = [p for p in positions if p in c.pending]
             for position in released:
-                self.remove_pending(c, [position], batch=False)
+                # redeliverUnacknowledgedMessages(ids): each removeAndGetRemainingUnacked that found one
+                c.unacked -= self.remove_pending(c, [position], batch=False)
         added = False
         for position in released:
             if not self.is_acked(position):
@@ -538,7 +602,7 @@ class Dispatch:
         if c is None:
             return
         if name == "flow":
-            c.permits += value
+            self.flow(c, value)
         elif value in c.held:
             position = value
             unblocks = self.unblocks
@@ -668,6 +732,8 @@ class Dispatch:
         else:
             positions, self.replay_read = self.replay_read, None
         assert positions is not None
+        if self.model.filter_acked_on_complete:
+            positions = tuple([p for p in positions if not self.is_acked(p)])
         if self.rewind:
             if self.normal_read is None and self.replay_read is None:
                 self.rewind = False
@@ -800,6 +866,8 @@ class Dispatch:
                         continue
                 c.pending = _added(c.pending, position)
                 c.permits -= 1
+                c.unacked += 1  # Consumer.sendMessages: incrementUnackedMessages
+                self.total -= 1  # the dispatch pass takes what it sent off totalAvailablePermits
                 sent.append(position)
                 self.deliver(c, position, h)
         return sent

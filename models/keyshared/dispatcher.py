@@ -56,8 +56,8 @@ from models.keyshared.state import (
 )
 
 # Field indexes of KSState, for the state key built as a plain tuple.
-_CONSUMERS, _DRAINING, _SCHEDULED, _JOINED = (
-    KSState._fields.index(f) for f in ("consumers", "draining", "scheduled_read", "recently_joined")
+_CONSUMERS, _DRAINING, _SCHEDULED, _JOINED, _QUEUED = (
+    KSState._fields.index(f) for f in ("consumers", "draining", "scheduled_read", "recently_joined", "queued_flows")
 )
 
 
@@ -67,6 +67,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "remove": ("consumer",),
     "publish": ("key",),
     "flow": ("consumer", "n"),
+    "flow_update": (),
     "ack": ("consumer", "position"),
     "redeliver": ("consumer", "position"),
     "redeliver_all": ("consumer",),
@@ -139,19 +140,25 @@ class KeySharedModel:
         self.range_max = read.integer("range_max")
         self.read_batch_size = read.integer("read_batch_size")
         self.look_ahead = (read.integer("look_ahead_per_consumer"), read.integer("look_ahead_per_subscription"))
+        self.async_flow = read.flag("async_flow")
+        self.remove_counts_queued = read.flag("remove_counts_queued")
+        self.max_queued_flows = read.integer("max_queued_flows")
         self.kinds = frozenset(read.strings("actions"))
         if not self.kinds <= set(ACTION_NAMES):
             raise ValueError(f"unknown keyshared action(s): {', '.join(sorted(self.kinds - set(ACTION_NAMES)))}")
-        # The steps this configuration can take: read always, complete_read with begin_read.
+        # The steps this configuration can take: read always, complete_read with begin_read, flow_update with
+        # async_flow (and only then).
         self.action_names: Sequence[str] = tuple(
             a for a in ACTION_NAMES
-            if a in self.kinds or a == "read" or (a == "complete_read" and "begin_read" in self.kinds)
+            if (a in self.kinds and a != "flow_update") or a == "read"
+            or (a == "complete_read" and "begin_read" in self.kinds) or (a == "flow_update" and self.async_flow)
         )
         self._flag_unread = not self.kinds & {"fire", "run"}
         self.jumps = bool(self.kinds & set(JUMPS))
         self.skips = read.integers("skip")
         self.disconnect_during_replay_read = read.flag("disconnect_during_replay_read")
         self.exempt_nacked_p = read.flag("exempt_nacked_p")
+        self.filter_acked_on_complete = read.flag("filter_acked_on_complete")
         self.interleave = read.integer("interleave")
         self.key_hashes = tuple(sticky_hash(k, self.range_max) for k in self.keys)
         self._hashes = tuple(sorted(set(self.key_hashes)))
@@ -174,6 +181,10 @@ class KeySharedModel:
             Invariant("KS-I5a", lambda s: "KS-I5a" not in s.broken, "a released blocking entry schedules a read"),
             Invariant("KS-I6", lambda s: "KS-I6" not in s.broken, "a join or leave moves no bystander's hash"),
             Invariant("KS-I7", self._no_hash_zero, "hash 0 is never tracked or queued as known"),
+            Invariant("KS-U1", self._unacked_counted, "each consumer's unacked counter is the messages of its "
+                      "pending acks, never below 0"),
+            Invariant("KS-P1", self._permits_totalled, "the dispatcher's permit total, with the connected "
+                      "consumers' queued flows, is their permits, and below 0 only while a flow is queued"),
             # What must hold after a cursor jump, declared where a configuration takes jumps (the pipeline's
             # compiled replay mirrors the invariants above only).
             *((Invariant("KS-J1", self._nothing_replayed_below, "nothing is queued for replay at or below "
@@ -267,6 +278,24 @@ class KeySharedModel:
                 return False
         return True
 
+    @staticmethod
+    def _unacked_counted(s: KSState) -> bool:
+        """KS-U1: Consumer.unackedMessages against its PendingAcksMap (one message per entry in the model). A
+        counter that drifts up blocks the consumer at maxUnackedMessagesPerConsumer for good; one below 0 is
+        upstream's "Negative unackedMsgs count" warning and lets it take more than the limit."""
+        return all(c.unacked == len(c.pending) for c in s.consumers)
+
+    @staticmethod
+    def _permits_totalled(s: KSState) -> bool:
+        """KS-P1: totalAvailablePermits, with the connected consumers' queued flows, against their permits.
+        readMoreEntries sizes each read from it, so a total that drifts low shrinks the reads (to the first available
+        consumer's permits, its floor) and one that drifts high reads for nobody."""
+        queued = sum(n for cid, n in s.queued_flows if cid)  # counted once the executor runs them
+        # A dispatch may spend permits whose queued update has not reached the total yet (readMoreEntries reads
+        # at least the first available consumer's permits, 364-366): below 0 is a drift only with nothing queued.
+        return (s.total_permits >= 0 or bool(s.queued_flows)) and s.total_permits + queued == sum(
+            c.permits for c in s.consumers)
+
     def _no_hash_zero(self, s: KSState) -> bool:
         return all(1 <= d.hash <= self.range_max for d in s.draining) and all(
             h == UNKNOWN_HASH or 1 <= h <= self.range_max for _, h in s.replay
@@ -313,6 +342,8 @@ class KeySharedModel:
             nacked=(),
             settled=False,
             pinned=(),
+            queued_flows=(),
+            total_permits=0,
             broken=(),
             events=(),
         )
@@ -325,6 +356,7 @@ class KeySharedModel:
             state.pinned,
             state.normal_read is None,
             state.replay_read is None,
+            len(state.queued_flows),
             len(state.messages) < self.max_messages,
             tuple([(c.id, c.name, c.permits, c.held) for c in state.consumers]),
             (state.mark_delete, len(state.messages), state.acked) if self.jumps else (),
@@ -346,13 +378,16 @@ class KeySharedModel:
         consumers = state.consumers
         # The acks and flows, as interleaved_read's `inner` (name, consumer, position or n): their own keys.
         inner: list[tuple[str, int, int]] = []
-        flow, ack, pinned = "flow" in kinds, "ack" in kinds, state.pinned
+        flow = "flow" in kinds and not (self.async_flow and len(state.queued_flows) >= self.max_queued_flows)
+        ack, pinned = "ack" in kinds, state.pinned
         for c in consumers:
             if flow:
                 inner.extend(("flow", c.id, n) for n in self.flows if c.permits + n <= self.max_permits)
             if ack:
                 inner.extend(("ack", c.id, p) for p in c.held if p not in pinned)
         out.extend([act[k] for k in inner])
+        if state.queued_flows:
+            out.append(act[("flow_update",)])
         if "begin_read" in kinds:
             if state.normal_read is None or state.replay_read is None:
                 out.append(act[("begin_read",)])
@@ -441,7 +476,9 @@ class KeySharedModel:
             d.messages += (self.keys.index(args[0]),)
         elif name == "flow":
             cid, n = args
-            d.consumer(cid).permits += n
+            d.flow(d.consumer(cid), n)
+        elif name == "flow_update":
+            d.flow_update()
         elif name == "ack":
             cid, position = args
             d.ack(cid, position)
@@ -514,10 +551,11 @@ class KeySharedModel:
             fields[_SCHEDULED] = False
         if not in_order:
             fields[_CONSUMERS] = tuple([(slot, *c[1:]) for slot, c in enumerate(consumers, start=1)])
-            if state.draining or state.recently_joined:
-                ids = {c.id: slot for slot, c in enumerate(consumers, start=1)}
+            if state.draining or state.recently_joined or state.queued_flows:
+                ids = {0: 0, **{c.id: slot for slot, c in enumerate(consumers, start=1)}}
                 fields[_DRAINING] = tuple([(d[0], ids[d[1]], *d[2:]) for d in state.draining])
                 fields[_JOINED] = tuple([(ids[cid], p) for cid, p in state.recently_joined])
+                fields[_QUEUED] = tuple([(ids[cid], n) for cid, n in state.queued_flows])
         return tuple(fields)
 
     def vars(self, state: KSState) -> dict[str, Json]:
@@ -526,6 +564,9 @@ class KeySharedModel:
             "messages": [self.keys[k] for k in state.messages],
             "consumers": [[c.id, c.name, c.name_index, c.permits] for c in state.consumers],
             "pending": [[c.id, list(c.pending)] for c in state.consumers],
+            "unacked": [[c.id, c.unacked] for c in state.consumers],
+            "total_permits": state.total_permits,
+            "queued_flows": [[cid, n] for cid, n in state.queued_flows],
             "held": [[c.id, list(c.held)] for c in state.consumers],
             "ring": [[start, end, ids[slot]] for start, end, slot in self.ring(state.consumers).ranges],
             "read_position": state.read_position,

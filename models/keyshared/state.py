@@ -1,10 +1,11 @@
 """The dispatcher scope's state, actions and configuration keys (see `models/keyshared/dispatcher.py`).
 
 The state is one subscription on one ledger: the published log (a key per entry), the connected
-consumers in join order (name, name index, permits, pending acks, and the client-side record of what
-each one holds), the cursor (read position, mark-delete, individual acks), the replay queue, the
-draining tracker (pip379), the recently-joined map (classic, pip282), pip282's last-sent bookkeeping,
-the read flags, and the storage reads in flight. Positions are entry ids of ledger 1.
+consumers in join order (name, name index, permits, pending acks, unacked-message counter, and the
+client-side record of what each one holds), the dispatcher's permit total, the cursor (read position,
+mark-delete, individual acks), the replay queue, the draining tracker (pip379), the recently-joined map
+(classic, pip282), pip282's last-sent bookkeeping, the read flags, and the storage reads in flight.
+Positions are entry ids of ledger 1.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ ACTION_NAMES = (
     "remove",
     "publish",
     "flow",
+    "flow_update",
     "ack",
     "redeliver",
     "redeliver_all",
@@ -34,6 +36,8 @@ ACTION_NAMES = (
     "expire",
     "reset",
 )
+# Offered with `async_flow` (as complete_read with begin_read), never listed in `actions`.
+QUEUED = ("complete_read", "flow_update")
 # The cursor jumps: mark-delete (or, for reset, the whole cursor) moves without a client ack. Only
 # configurations that list them take them; see `Dispatch.jump` and `Dispatch.reset` for upstream's calls.
 JUMPS = ("skip", "clear_backlog", "expire", "reset")
@@ -63,8 +67,9 @@ DEFAULT_CONFIG: dict[str, Param] = {
     "read_batch_size": 100,
     "look_ahead_per_consumer": 4000,
     "look_ahead_per_subscription": 40000,
-    # The kinds of steps the harness takes (read is always possible); begin_read brings complete_read.
-    "actions": tuple(a for a in ACTION_NAMES if a != "complete_read" and a not in JUMPS),
+    # The kinds of steps the harness takes (read is always possible); begin_read brings complete_read, async_flow
+    # brings flow_update.
+    "actions": tuple(a for a in ACTION_NAMES if a not in QUEUED and a not in JUMPS),
     "skip": (1,),  # how many messages one `skip` may skip
     "interleave": 2,  # interleaved_read runs its ack or flow at point 1..interleave of a pass (§4.6)
     # Two spec gaps where pip379 breaks KS-I4 as written; the defaults are the spec, the gate's
@@ -79,6 +84,18 @@ DEFAULT_CONFIG: dict[str, Param] = {
     # of its hash stays queued (e.g. q released by the disconnect of the consumer that nacked p). The
     # spec exempts only a q released by a negative ack; this also exempts a p released by one.
     "exempt_nacked_p": False,
+    # The fix docs/findings/keyshared-jump-during-read.md proposes: a read's completion drops the entries the cursor
+    # acknowledged since the read began (at or below mark-delete as well as individually acked); upstream filters
+    # when a read is issued, and a Normal read's completion drops only the individually deleted entries.
+    "filter_acked_on_complete": False,
+    # Upstream's order for a flow (Consumer.flowPermits, then PersistentDispatcherMultipleConsumers.consumerFlow):
+    # the consumer's permits grow at once, the dispatcher's total when the broker's executor runs the queued
+    # internalConsumerFlow (`flow_update`), which ignores a consumer no longer connected. Off: one step does both.
+    "async_flow": False,
+    "max_queued_flows": 1,  # with async_flow, flow is offered while fewer are queued (a harness bound)
+    # The fix docs/findings/keyshared-permits-queued-flow.md proposes: removeConsumer takes off the total only the
+    # leaver's permits the total already counted (its permits less its queued flows).
+    "remove_counts_queued": False,
 }
 
 
@@ -89,6 +106,9 @@ class Consumer(NamedTuple):
     permits: int
     pending: tuple[int, ...]  # broker side: positions with a pending ack (their hash is the entry's)
     held: tuple[int, ...]  # client side: delivered and not since acked or released
+    # Consumer.unackedMessages: moved by dispatch (+ the entries sent), an individual ack, the mark-delete hook's
+    # removeAllUpTo and both redeliveries (- what each removed from the pending acks); KS-U1 holds it to `pending`.
+    unacked: int
 
 
 class Draining(NamedTuple):
@@ -119,5 +139,11 @@ class KSState(NamedTuple):
     nacked: tuple[int, ...]  # client: released by a redelivery request since their last delivery, unacked
     settled: bool
     pinned: tuple[int, ...]
+    # With async_flow, the flows whose dispatcher half is queued on the executor, oldest first: (consumer id, n), the
+    # id 0 once that consumer left (internalConsumerFlow then ignores it).
+    queued_flows: tuple[tuple[int, int], ...]
+    # PersistentDispatcherMultipleConsumers.totalAvailablePermits: + a flow (a join's permits are its first flow),
+    # - the messages each dispatch sends, - a leaver's permits, 0 when the last consumer leaves (KS-P1).
+    total_permits: int
     broken: tuple[str, ...]
     events: tuple[str, ...]  # what the last step did that no variable shows (EVENTS), for coverage

@@ -33,6 +33,9 @@ from properties.keyshared.dispatcher import (
     EXPLORE_CONFIGS,
     HYPOTHESIS_CONFIGS,
     JUMP_CONFIGS,
+    JUMP_READ_FINDING,
+    PERMITS_FINDING,
+    PERMITS_NIGHTLY,
     TWINS,
     KeySharedReference,
 )
@@ -112,6 +115,13 @@ LOCKS_FINDINGS: dict[str, Mapping[str, str]] = {
     "locks-wide-unserialized": {name: LOCKS_FINDING for name in ("LK-1", "LK-2", "LK-3", "LK-5", "LK-6")},
 }
 """What each lock configuration must break (see Mechanism.findings); the `locks-fix*` ones must break nothing."""
+FINDINGS: dict[str, Mapping[str, str]] = {
+    **LOCKS_FINDINGS,
+    "jump-read": {"KS-I5a": JUMP_READ_FINDING},  # a read in flight across a jump: a blocked message, no read scheduled
+    "permits": {"KS-P1": PERMITS_FINDING},  # nightly: a leaver's queued flow is taken off the total and never added
+}
+"""Every configuration's known findings: the lock scope's, the jump-during-read one (`jump-read-fix` breaks
+nothing) and the queued-flow one (nightly `permits`; `permits-fix` breaks nothing)."""
 # Hypothesis samples longer runs than the explorer's, upstream's order with all three threads, on LK-1..LK-5: LK-6,
 # the known finding the explorer reports, would end every run at its first lost wake-up.
 LOCKS_HYPOTHESIS_CONFIG: dict[str, Param] = {
@@ -177,7 +187,7 @@ MECHANISM = Mechanism(
     guards=GUARDS,
     reference_judges={
         "keyshared": ("KS-I1", "KS-I2", "KS-I4", "KS-I5a", "KS-I8", "KS-C1", "KS-C2", "KS-C3", "KS-C4",
-                      "KS-J1", "KS-J2"),
+                      "KS-J1", "KS-J2", "KS-U1", "KS-P1"),
         "keyshared/tracker": ("KS-I1", "KS-I2", "KS-I3", "KS-C5"),
         "keyshared/locks": ("LK-1", "LK-2", "LK-3", "LK-4", "LK-5", "LK-6"),
     },
@@ -217,6 +227,6 @@ MECHANISM = Mechanism(
     interesting=keyshared_coverage.INTERESTING,
     vocabularies=keyshared_protocol.VOCABULARIES,
     scope_of=keyshared_protocol.scope_of,
-    findings=LOCKS_FINDINGS,
-    nightly_configs=LOCKS_NIGHTLY_CONFIGS,
+    findings=FINDINGS,
+    nightly_configs={**LOCKS_NIGHTLY_CONFIGS, **PERMITS_NIGHTLY},
 )

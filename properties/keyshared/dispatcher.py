@@ -37,7 +37,7 @@ from models.keyshared import (
     claims,
     sticky_hash,
 )
-from models.keyshared.state import ACTION_NAMES
+from models.keyshared.state import ACTION_NAMES, QUEUED
 from properties.engines.lockstep import BaseImplementation
 from reference_impl.keyshared import LEDGER_ID, Consumer, KeySharedDispatcher, Position, ReadOp
 
@@ -85,9 +85,16 @@ class KeySharedReference(BaseImplementation):
             read_batch_size=model.read_batch_size,
             look_ahead_per_consumer=model.look_ahead[0],
             look_ahead_per_subscription=model.look_ahead[1],
+            filter_acked_on_complete=model.filter_acked_on_complete,
+            async_flow=model.async_flow,
+            remove_counts_queued=model.remove_counts_queued,
         )
         self.consumers: dict[int, Consumer] = {}
         self.held: dict[int, set[Position]] = {}
+        # Per consumer, what a read in flight across a cursor jump delivered after the jump passed it: the broker
+        # still keeps a pending ack of it (upstream dispatches such an entry) until the next mark-delete move's
+        # removeAllUpTo, an ack, a redelivery or the consumer's departure. KS-I2 counts it as a pending ack.
+        self.stale: dict[int, set[Position]] = {}
         self.nacked: set[Position] = set()
         self.in_flight: dict[str, ReadOp] = {}
         self.rewinding = False  # KS-C4: the first consumer joined while a read was in flight, not yet all completed
@@ -126,6 +133,8 @@ class KeySharedReference(BaseImplementation):
                 ):
                     self.out_of_order = True
             self.nacked.discard(position)
+            if self._done(position[1]):
+                self.stale[cid].add(position)
             held.add(position)
             self.permits[cid] -= 1
             self.delivered.append([cid, position[1]])
@@ -137,11 +146,16 @@ class KeySharedReference(BaseImplementation):
 
     def _ack(self, cid: int, entry_id: int) -> None:
         self.held[cid].discard((LEDGER_ID, entry_id))
+        for stale in self.stale.values():
+            stale.discard((LEDGER_ID, entry_id))  # the ack removes the pending ack from whoever has it
         if not self._done(entry_id):
             self.acked.add(entry_id)
+            moved = self.mark_delete + 1 in self.acked
             while self.mark_delete + 1 in self.acked:
                 self.mark_delete += 1
                 self.acked.discard(self.mark_delete)
+            if moved:
+                self._forget_stale()
         self.d.ack(self.consumers[cid], (LEDGER_ID, entry_id))
 
     def _jumped(self, mark_delete: int) -> None:
@@ -149,6 +163,12 @@ class KeySharedReference(BaseImplementation):
         if mark_delete > self.mark_delete:
             self.mark_delete = mark_delete
             self.acked = {e for e in self.acked if e > mark_delete}
+            self._forget_stale()
+
+    def _forget_stale(self) -> None:
+        """A mark-delete move: its removeAllUpTo drops every pending ack at or below it, the stale ones too."""
+        for stale in self.stale.values():
+            stale.clear()
 
     def _skip_target(self, count: int) -> int:
         """The entry `skip(count)` marks deleted, from the harness's record: the count-th entry after its
@@ -169,7 +189,7 @@ class KeySharedReference(BaseImplementation):
             self.events.add(PROMOTED)
         self.joins = [j for j in self.joins if j[0] != cid]
         d.remove_consumer(leaver)
-        del self.held[cid], self.permits[cid]
+        del self.held[cid], self.permits[cid], self.stale[cid]
 
     def _interleave(self, stage: str, index: int, hook: tuple[Param, ...]) -> bool:
         """Run the hook's ack or flow at its (stage, index); True once it ran (or was skipped there)."""
@@ -206,6 +226,7 @@ class KeySharedReference(BaseImplementation):
             d.add_consumer(consumer)
             self.consumers[cid] = consumer
             self.held[cid] = set()
+            self.stale[cid] = set()
             self.permits[cid] = _int(action, "permits")
         elif name == "remove":
             self._remove(_int(action, "consumer"))
@@ -222,13 +243,17 @@ class KeySharedReference(BaseImplementation):
         elif name == "redeliver":
             cid, position = _int(action, "consumer"), (LEDGER_ID, _int(action, "position"))
             self.held[cid].discard(position)
+            self.stale[cid].discard(position)
             self.nacked.add(position)
             d.redeliver_unacknowledged(self.consumers[cid], [position])
         elif name == "redeliver_all":
             cid = _int(action, "consumer")
             self.nacked |= self.held[cid]
             self.held[cid] = set()
+            self.stale[cid] = set()
             d.redeliver_unacknowledged(self.consumers[cid])
+        elif name == "flow_update":
+            d.run_queued_flow()
         elif name == "read":
             d.read_more_entries()
         elif name == "fire":
@@ -314,6 +339,9 @@ class KeySharedReference(BaseImplementation):
             "messages": [d.key_of((LEDGER_ID, e)).decode("utf-8") for e in range(d.entry_count())],
             "consumers": [[c.consumer_id, c.name, index(c), c.permits] for c in d.consumers],
             "pending": [[c.consumer_id, [e for _l, e, _r, _h in c.pending_acks.items()]] for c in d.consumers],
+            "unacked": [[c.consumer_id, c.unacked_messages] for c in d.consumers],
+            "total_permits": d.total_available_permits,
+            "queued_flows": [[c.consumer_id if c.connected else 0, n] for c, n in d.queued_flows],
             "held": [[c.consumer_id, _entries(self.held[c.consumer_id])] for c in d.consumers],
             "ring": [
                 [a.range.start, a.range.end, a.consumer.consumer_id]
@@ -347,7 +375,9 @@ class KeySharedReference(BaseImplementation):
         """The model's invariants judged on the harness's own record (see the module doc), and the reference's
         own: KS-I8 (the canonical ring of the recorded joins), KS-C1 (the cursor's mark-delete and individual
         acks are those the harness's acks and cursor jumps imply) and KS-C2 (the log and the permits are those
-        the harness's publishes, joins, flows and the logged deliveries imply)."""
+        the harness's publishes, joins, flows and the logged deliveries imply). KS-U1 holds each consumer's
+        unacked counter to its own pending acks (a pending ack the cursor passed in a read in flight still counts,
+        so the harness's held record is not the measure), KS-P1 the permit total to the harness's permit count."""
         out: list[str] = []
         if not self._ring_canonical():
             out.append("KS-I8")
@@ -377,6 +407,13 @@ class KeySharedReference(BaseImplementation):
         # model only where a configuration takes jumps (the pipeline's compiled replay mirrors the others).
         if d.should_rewind_before_reading_or_replaying != self.rewinding:
             out.append("KS-C4")
+        if any(c.unacked_messages < 0 or c.unacked_messages != sum(r for _l, _e, r, _h in c.pending_acks.items())
+               for c in d.consumers):
+            out.append("KS-U1")
+        queued = sum(n for c, n in d.queued_flows if c.connected)  # the total counts them once the executor runs
+        negative = d.total_available_permits < 0 and not d.queued_flows
+        if negative or d.total_available_permits + queued != sum(self.permits.values()):
+            out.append("KS-P1")  # against the harness's own count of every consumer's permits
         if any(p[1] <= self.mark_delete for p, _ in d.replay_queue.items()):
             out.append("KS-J1")
         if not self._each_once():
@@ -417,23 +454,29 @@ class KeySharedReference(BaseImplementation):
             indexes(self.consumers[cid]) == index for cid, _, index in self.joins
         )
 
+    def _pending_expected(self, cid: int) -> set[Position]:
+        """The pending acks the harness's record gives consumer `cid`: what it holds and the cursor has not
+        acknowledged, and what it was delivered after a jump passed it."""
+        return {p for p in self.held[cid] if not self._done(p[1])} | self.stale[cid]
+
     def _tracker_consistent(self) -> bool:
         """KS-I2, both ways: the tracker holds exactly one entry (C, H, n) for each hash H that a
         connected C holds n messages of while the canonical ring gives H to another consumer (so an
         entry never outlives its drainer's messages, and a moved hash is never forgotten). The counts
-        are of pending acks, which in scope are exactly what the clients hold (§5, client view): a
-        pending-ack map that drops or invents a held message breaks the counting at its root."""
+        are of pending acks, which in scope are exactly what the clients hold and the cursor has not
+        acknowledged, plus what a read in flight across a jump delivered after the jump (`stale`; §5, client
+        view): a pending-ack map that drops or invents a held message breaks the counting at its root."""
         tracker = self.d.tracker
         assert tracker is not None
-        if any({(ledger, entry) for ledger, entry, _r, _h in c.pending_acks.items()}
-               != {p for p in self.held[cid] if not self._done(p[1])} for cid, c in self.consumers.items()):
+        if any({(ledger, entry) for ledger, entry, _r, _h in c.pending_acks.items()} != self._pending_expected(cid)
+               for cid, c in self.consumers.items()):
             return False
         ring = self._canonical_ring()
         points = [point for point, _, _ in ring]
         expected: dict[int, tuple[int, int]] = {}
-        for cid, held in self.held.items():
+        for cid in self.held:
             counts: dict[int, int] = {}
-            for position in (p for p in held if not self._done(p[1])):
+            for position in self._pending_expected(cid):
                 counts[self.hashes[position[1]]] = counts.get(self.hashes[position[1]], 0) + 1
             for h, count in counts.items():
                 at = bisect.bisect_left(points, h)
@@ -481,16 +524,40 @@ CORNER_CONFIGS: dict[str, Mapping[str, Param]] = {
 # The cursor jumps (issue 33), with the moved key "4" so that a draining hash is present when they run:
 # "jump" skips, clears the backlog and expires over three messages (a drainer holding two of the moved
 # key, individual acks for skip to step over); "reset" resets the cursor forward and back over two, with
-# consumers leaving and joining again. Neither takes a read in flight across a jump (no begin_read: a
-# Normal read in flight across a skip still delivers what the skip passed, a stale pending ack that the
-# model reports under KS-I5a once its drainer leaves; see the issue's report).
+# consumers leaving and joining again. Neither takes a read in flight across a jump; "jump-read" does (issue
+# 45): one name and the moved key "4", two messages, a read begun before a skip, clear-backlog or expiry and
+# completed after it, and `fire`, so that a read the jump scheduled can be spent before the drainer leaves.
+# Upstream still dispatches what the jump passed, and the stale pending ack that leaves no read scheduled once
+# its drainer leaves (KS-I5a, 9 steps; docs/findings/keyshared-jump-during-read.md). "jump-read-fix" is the same
+# with the finding's fix, a completion that drops what the cursor acknowledged meanwhile: nothing breaks.
+_JUMP_READ: dict[str, Param] = {
+    **TWO, "names": ("consumer1",), "keys": ("4",), "max_messages": 2,
+    "actions": ("add", "remove", "publish", "read", "fire", "begin_read", "skip"),
+}
 JUMP_CONFIGS: dict[str, Mapping[str, Param]] = {
     "jump": {**TWO, "max_messages": 3, "actions": (*_CORNER_ACTIONS, "skip", "clear_backlog", "expire")},
     "reset": {**TWO, "actions": (*_CORNER_ACTIONS, "remove", "reset")},
+    "jump-read": _JUMP_READ,
+    "jump-read-fix": {**_JUMP_READ, "filter_acked_on_complete": True},
 }
+JUMP_READ_FINDING = "docs/findings/keyshared-jump-during-read.md"
+# Issue 45's flow order: `async_flow` splits a flow as upstream does (the consumer's permits now, the dispatcher's
+# total when the executor runs the queued internalConsumerFlow, `flow_update`). Upstream's order leaves the total
+# short of a leaver's queued flow (KS-P1, 4 steps: docs/findings/keyshared-permits-queued-flow.md), and the drift
+# grows with every such departure, so "permits" has no finite state graph: nightly, explored with --max-states.
+# "permits-fix" takes the finding's fix (a leaver takes off only what the total counted): 238 states, nothing
+# broken, in the gate.
+_PERMITS: dict[str, Param] = {
+    **TWO, "names": ("consumer1",), "keys": ("4",), "async_flow": True, "max_messages": 1, "add_permits": (0, 1),
+    "actions": ("add", "remove", "publish", "flow", "read"),
+}
+PERMITS_NIGHTLY: dict[str, Mapping[str, Param]] = {"permits": _PERMITS}
+PERMITS_CONFIGS: dict[str, Mapping[str, Param]] = {"permits-fix": {**_PERMITS, "remove_counts_queued": True}}
+PERMITS_FINDING = "docs/findings/keyshared-permits-queued-flow.md"
 EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
     **CORNER_CONFIGS,
     **JUMP_CONFIGS,
+    **PERMITS_CONFIGS,
     "small": {**TWO, "actions": ("add", "remove", "publish", "flow", "ack", "redeliver", "redeliver_all", "read",
                                   "settle")},
     "gap": {**TWO, "actions": ("add", "remove", "publish", "flow", "ack", "read", "fire", "run", "begin_read",
@@ -507,7 +574,7 @@ HYPOTHESIS_CONFIGS: dict[str, Mapping[str, Param]] = {
     # Every step kind but the cursor jumps, three consumers and the spec's keys (§6: "4" moves to consumer3, "0" is
     # consumer2's, "5" consumer1's), six messages. Settling freezes the consumers for the rest of a run
     # and pins the stubborn one's messages, so the safety invariants are also checked there.
-    "spec": {**GATE, "actions": tuple(a for a in ACTION_NAMES if a != "complete_read" and a not in JUMPS)},
+    "spec": {**GATE, "actions": tuple(a for a in ACTION_NAMES if a not in QUEUED and a not in JUMPS)},
     # The hot key with settling: a stubborn consumer pinning a hash that drains towards a second
     # "consumer1" (the spec configuration's three names rarely get there).
     "settled": {**_HOT, "actions": (*_HOT_ACTIONS, "settle")},

@@ -17,6 +17,9 @@ DISPATCHER: dict[str, Guard] = {
     "messages": Guard(("KS-C2",)),
     "consumers": Guard(("KS-I8", "KS-C2")),  # ids, names and name indexes (KS-I8); permits (KS-C2)
     "pending": Guard(("KS-I2", "KS-J2")),
+    "unacked": Guard(("KS-U1",)),  # against the consumer's own pending acks
+    "total_permits": Guard(("KS-P1",)),  # against the harness's count of the consumers' permits
+    "queued_flows": Guard(("KS-P1",)),  # the connected consumers' queued flows complete the total
     "held": Guard(("KS-I1", "KS-I2", "KS-I4")),  # the deliveries the reference logged
     "ring": Guard(("KS-I8",)),
     "read_position": Guard(("KS-J2",)),

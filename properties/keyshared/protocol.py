@@ -32,6 +32,14 @@ KEYSHARED = Vocabulary(
         "interleave": "interleaved_read runs its ack or flow at point 1..interleave of a pass",
         "disconnect_during_replay_read": "offer remove while a Replay read is in flight (a spec gap)",
         "exempt_nacked_p": "the replay filter also exempts a position released by a negative ack (a spec gap)",
+        "async_flow": "a flow adds to the consumer at once and to the dispatcher's total in a later flow_update, as "
+                      "upstream's executor hop does",
+        "max_queued_flows": "async_flow: flow is offered while fewer flows than this are queued",
+        "remove_counts_queued": "a leaver takes off the total only the permits it counted (the queued-flow "
+                                "finding's fix)",
+        "filter_acked_on_complete": "a read's completion drops the entries the cursor acknowledged while it "
+                                    "was in flight (the jump-during-read finding's fix; upstream drops only "
+                                    "individually deleted ones)",
     },
     vars={
         "messages": "the published log: message i is entry i of ledger 1 (its position)",
@@ -48,6 +56,18 @@ KEYSHARED = Vocabulary(
         "pending[].consumer": "the consumer id",
         "pending[].positions": "positions, ascending",
         "pending[].positions[]": "a position",
+        "unacked": "per consumer in join order, the broker's unacked-message counter (Consumer.unackedMessages): "
+                   "+1 per message sent, -1 per pending ack an ack, a mark-delete cleanup or a redelivery removed",
+        "unacked[]": "[consumer, count] in join order",
+        "unacked[].consumer": "the consumer id",
+        "unacked[].count": "its counter",
+        "total_permits": "the dispatcher's totalAvailablePermits: + each flow (a join's permits count as its first "
+                         "flow), - each message sent, - a leaver's permits, 0 when the last consumer leaves",
+        "queued_flows": "async_flow: flows whose dispatcher half (internalConsumerFlow) waits on the broker's "
+                        "executor, oldest first",
+        "queued_flows[]": "[consumer, n] one queued flow",
+        "queued_flows[].consumer": "the consumer id, or 0 once that consumer left (the update is then ignored)",
+        "queued_flows[].n": "the permits it adds to the total",
         "held": "per consumer in join order, the client's record: delivered and not acked, redelivered or lost by "
                 "disconnecting (KS-I1 is checked on it)",
         "held[]": f"{_PENDING_ACK} in join order",
@@ -116,6 +136,8 @@ KEYSHARED = Vocabulary(
                              {"key": "the message key"}),
         "flow": ActionDoc("a consumer grants permits", "its permits + n <= max_permits",
                           {"consumer": "the consumer id", "n": "permits granted"}),
+        "flow_update": ActionDoc("the broker's executor runs the oldest queued flow's dispatcher half: the total grows "
+                                 "by its permits unless its consumer left", "async_flow and a flow is queued"),
         "ack": ActionDoc("a consumer acks a position it holds", "the consumer holds the position and it is not pinned",
                          {"consumer": "the consumer id", "position": "the position"}),
         "redeliver": ActionDoc("a negative ack of one held position: it goes to the replay queue with hash 0",

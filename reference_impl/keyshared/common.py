@@ -42,13 +42,16 @@ class Consumer:
     set keyed by consumers, and every comparison, is by identity. Two consumers may share a name.
 
     Harness view: `name`, `consumer_id` (deterministic, chosen by the caller), `permits` (may go
-    negative), `connected` (False once removed), and `pending_acks` (see `PendingAcksMap.items()`).
+    negative), `connected` (False once removed), `pending_acks` (see `PendingAcksMap.items()`) and
+    `unacked_messages` (upstream's `unackedMessages`: the dispatcher adds what it sends, and subtracts what
+    each ack, mark-delete cleanup and redelivery removed from the pending acks).
     """
 
     def __init__(self, name: str, consumer_id: int, permits: int = 0) -> None:
         self.name = name
         self.consumer_id = consumer_id
         self.permits = permits
+        self.unacked_messages = 0
         self.connected = True
         self._pending_acks_add_handler: PendingAcksAddHandler[Consumer] | None = None
         self._pending_acks_remove_handler: PendingAcksRemoveHandler[Consumer] | None = None

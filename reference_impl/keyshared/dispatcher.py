@@ -15,7 +15,8 @@ dispatch pass (stage "dispatch"); classic's dispatch pass interleaves between it
 How a harness reads the state:
 - `deliveries` is the dispatch log (`Delivery(consumer, position, hash, read_type)`), in order;
   `received_by(c)` gives one consumer's received positions in order.
-- `consumers` (join order); per consumer `pending_acks.items()` and `available_permits(c)`.
+- `consumers` (join order); per consumer `pending_acks.items()`, `unacked_messages` and `available_permits(c)`;
+  `total_available_permits`, the dispatcher's sum of its consumers' permits.
 - `tracker.draining_hashes` (pip379), `replay_queue.items()`, `read_position`,
   `mark_delete_position`, `individually_acked`, `recently_joined.items()` (classic, pip282),
   `last_sent_position`/`individually_sent_positions` (pip282), the flags `scheduled_read`,
@@ -129,6 +130,9 @@ class KeySharedDispatcher:
         look_ahead_per_subscription: int = 40000,
         max_unacked_per_consumer: int = 0,
         max_unacked_per_subscription: int = 0,
+        filter_acked_on_complete: bool = False,
+        async_flow: bool = False,
+        remove_counts_queued: bool = False,
         lock_tracer: LockTracer | None = None,
     ) -> None:
         if variant not in VARIANTS:
@@ -139,6 +143,18 @@ class KeySharedDispatcher:
         self.look_ahead_per_subscription = look_ahead_per_subscription
         self.max_unacked_per_consumer = max_unacked_per_consumer
         self.max_unacked_per_subscription = max_unacked_per_subscription
+        # The jump-during-read finding's fix (docs/findings/keyshared-jump-during-read.md): a read's entries that the
+        # cursor acknowledged while it was in flight are dropped at its completion. Upstream filters at issue time
+        # (asyncReplayEntries, the read's skip condition) and a Normal read's completion drops only individually
+        # deleted entries (filterReadEntries), so an entry a skip, clear-backlog or expiry passed meanwhile is still
+        # dispatched.
+        self.filter_acked_on_complete = filter_acked_on_complete
+        # Upstream's flow order: Consumer.flowPermits adds to the consumer at once, consumerFlow queues the total's
+        # update on the broker's executor (`run_queued_flow`); `remove_counts_queued` is the fix of
+        # docs/findings/keyshared-permits-queued-flow.md (a leaver takes off only the permits the total counted).
+        self.async_flow = async_flow
+        self.remove_counts_queued = remove_counts_queued
+        self.queued_flows: list[tuple[Consumer, int]] = []
         self.lock_tracer = lock_tracer
         # Upstream creates the selector in impacted mode exactly when draining hashes are required.
         self.selector = ConsistentHashingStickyKeyConsumerSelector(
@@ -153,6 +169,8 @@ class KeySharedDispatcher:
             RecentlyJoinedConsumers() if variant != "pip379" else None
         )
         self.consumers: list[Consumer] = []
+        # PersistentDispatcherMultipleConsumers.totalAvailablePermits: flows add, dispatches and leavers subtract.
+        self.total_available_permits = 0
         self.replay_queue = RedeliveryMessages()
         self.read_position: Position = (LEDGER_ID, 0)
         self.mark_delete_position: Position = (LEDGER_ID, -1)
@@ -234,8 +252,22 @@ class KeySharedDispatcher:
         return limit
 
     def flow(self, consumer: Consumer, permits: int) -> None:
-        """Client grants permits; does not take the dispatcher monitor (may run inside `interleave`)."""
+        """Client grants permits; does not take the dispatcher monitor (may run inside `interleave`).
+        Consumer.flowPermits adds them to the consumer, then the dispatcher's consumerFlow to its total (queued on
+        the broker's executor upstream, run at once here), ignored for a consumer no longer connected."""
         consumer.permits += permits
+        if self.async_flow:
+            self.queued_flows.append((consumer, permits))
+        elif any(existing is consumer for existing in self.consumers):
+            self.total_available_permits += permits
+
+    def run_queued_flow(self) -> None:
+        """The executor runs the oldest queued internalConsumerFlow: it ignores a consumer no longer in the set
+        (`PersistentDispatcherMultipleConsumers.java` 308-314), else the total grows by its permits."""
+        consumer, permits = self.queued_flows.pop(0)
+        with traced(self.lock_tracer, DISPATCHER_LOCK):
+            if any(existing is consumer for existing in self.consumers):
+                self.total_available_permits += permits
 
     # ------------------------------------------------------------------ mutual exclusion
 
@@ -288,6 +320,8 @@ class KeySharedDispatcher:
                 consumer.set_pending_acks_remove_handler(DrainingRemoveHandler(self.tracker))
                 consumer.set_draining_hashes_consumer_stats_updater(self.tracker.update_consumer_stats)
             self.consumers.append(consumer)
+            # The consumer's initial permits are its first flow (upstream: a FLOW command after subscribing).
+            self.total_available_permits += consumer.permits
             impacted = self.selector.add_consumer(consumer)
             self.last_impacted = impacted
             if self.variant == "pip379":
@@ -324,7 +358,10 @@ class KeySharedDispatcher:
                         added.append((ledger_id, entry_id))
 
                 consumer.pending_acks.for_each_and_close(requeue)
+                queued = sum(n for c, n in self.queued_flows if c is consumer) if self.remove_counts_queued else 0
+                self.total_available_permits -= consumer.permits - queued
             else:
+                self.total_available_permits = 0  # clearComponentsAfterRemovedAllConsumers
                 self.replay_queue.clear()
                 if self.tracker is not None:
                     self.tracker.clear()
@@ -404,10 +441,12 @@ class KeySharedDispatcher:
         """Individual ack; does not take the dispatcher monitor (may run inside `interleave`)."""
         self._entry_index(position)
         ledger_id, entry_id = position
-        if not consumer.pending_acks.remove(ledger_id, entry_id):
-            for other in self.consumers:
-                if other is not consumer and other.pending_acks.remove(ledger_id, entry_id):
-                    break
+        # getAckOwnerConsumer, then applyPendingAckCompletions: the owner's counter loses what its entry counted.
+        for owner in [consumer, *(other for other in self.consumers if other is not consumer)]:
+            remaining = owner.pending_acks.remove_and_get_remaining_unacked(ledger_id, entry_id)
+            if remaining != PENDING_ACK_NOT_FOUND:
+                owner.unacked_messages -= remaining
+                break
         if self.is_acked(position):
             return
         self.individually_acked.add(position)
@@ -428,7 +467,7 @@ class KeySharedDispatcher:
         # Upstream's cursor moves the read position forward if mark-delete passed it.
         self.read_position = max(self.read_position, next_position(mark_delete))
         for existing in self.consumers:
-            existing.pending_acks.remove_all_up_to(*mark_delete)
+            self._remove_pending_acks_up_to(existing, mark_delete)
         with traced(self.lock_tracer, DISPATCHER_LOCK):
             self.replay_queue.remove_all_up_to(*mark_delete)
             if self.variant == "pip379":
@@ -437,6 +476,18 @@ class KeySharedDispatcher:
                 self._deferred_prune = True
             else:
                 self._prune_recently_joined()
+
+    @staticmethod
+    def _remove_pending_acks_up_to(consumer: Consumer, mark_delete: Position) -> None:
+        """Consumer.removePendingAcksUpToPositionAndDecrementUnacked (#25581, 5168fcb36c): removeAllUpTo, and the
+        counter loses the remaining unacked messages of every entry it removed."""
+        removed = [0]
+
+        def count(_ledger_id: int, _entry_id: int, remaining: int, _sticky_key_hash: int) -> None:
+            removed[0] += remaining
+
+        consumer.pending_acks.remove_all_up_to(*mark_delete, count)
+        consumer.unacked_messages -= removed[0]
 
     # ------------------------------------------------------------------ cursor jumps (admin and expiry)
 
@@ -500,12 +551,22 @@ class KeySharedDispatcher:
         if positions is None:
             # Upstream runs the redeliver-all path inside the synchronized dispatcher method.
             with traced(self.lock_tracer, DISPATCHER_LOCK):
-                consumer.pending_acks.for_each_and_clear(lambda led, ent, _r, _h: released.append((led, ent)))
+                total = [0]
+
+                def release(ledger_id: int, entry_id: int, remaining: int, _sticky_key_hash: int) -> None:
+                    released.append((ledger_id, entry_id))
+                    total[0] += remaining
+
+                # forEachAndClear, then the messages it counted off the counter (#25589, 9e1bae353a)
+                consumer.pending_acks.for_each_and_clear(release)
+                consumer.unacked_messages -= total[0]
                 added = self._requeue_without_hash(released)
         else:
             for ledger_id, entry_id in positions:
-                if consumer.pending_acks.remove_and_get_remaining_unacked(ledger_id, entry_id) != PENDING_ACK_NOT_FOUND:
+                remaining = consumer.pending_acks.remove_and_get_remaining_unacked(ledger_id, entry_id)
+                if remaining != PENDING_ACK_NOT_FOUND:
                     released.append((ledger_id, entry_id))
+                    consumer.unacked_messages -= remaining
             with traced(self.lock_tracer, DISPATCHER_LOCK):
                 added = self._requeue_without_hash(released)
         if added:
@@ -714,6 +775,8 @@ class KeySharedDispatcher:
                 self.have_pending_read = False
             else:
                 self.have_pending_replay_read = False
+            if self.filter_acked_on_complete:
+                op = ReadOp(op.read_type, tuple(p for p in op.positions if not self.is_acked(p)), True)
             if self.should_rewind_before_reading_or_replaying:
                 # The first consumer joined while this read was in flight: drop it, then rewind.
                 if not (self.have_pending_read or self.have_pending_replay_read):
@@ -895,6 +958,8 @@ class KeySharedDispatcher:
                 if consumer.pending_acks.add_pending_ack_if_allowed(position[0], position[1], 1, sticky_key_hash):
                     self.deliveries.append(Delivery(consumer, position, sticky_key_hash, read_type))
                     consumer.permits -= 1
+                    consumer.unacked_messages += 1  # sendMessages: incrementUnackedMessages
+                    self.total_available_permits -= 1  # the pass takes what it sent off the total
                     delivered.setdefault(consumer, []).append(position)
         return delivered
 
