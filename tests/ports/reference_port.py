@@ -34,9 +34,11 @@ def main() -> None:
     if sys.argv[1:]:
         sys.path.insert(0, str(ROOT))
         from properties.cli import mutants
+        from properties.engines.cache import code_digest
 
         patch = Path(sys.argv[1])
-        digest = hashlib.sha256(patch.read_bytes() + str(ROOT).encode()).hexdigest()[:16]
+        sources = code_digest(ROOT / package for package in mutants.PACKAGES)  # a copy of the tree as it is now
+        digest = hashlib.sha256(patch.read_bytes() + sources.encode()).hexdigest()[:16]
         tree = Path(tempfile.gettempdir()) / f"brokerspec-reference-port-{digest}"
         if not tree.exists():  # patched once, shared by the port's later processes (a shrink starts many)
             scratch = Path(tempfile.mkdtemp(prefix="reference-port-"))
