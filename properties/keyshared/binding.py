@@ -179,7 +179,7 @@ MECHANISM = Mechanism(
             "look_ahead_per_subscription": (0, 10**8), "add_permits": (0, 1_000), "flow": (0, 1_000),
             "batch_sizes": (0, 1_000), "skip": (0, 1_000), "position_hashes": (0, 2**31 - 1),
             "position_ledgers": NON_NEGATIVE_LONG, "hashes": (1, 16), "present": (1, 16), "pending": (0, 16),
-            "pending2": (0, 16)},
+            "pending2": (0, 16), "max_queued_flows": (0, 1_000)},
     make_model=make_model,
     make_reference=make_reference,
     current=CURRENT,
