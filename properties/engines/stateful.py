@@ -9,12 +9,15 @@ which after Hypothesis has shrunk is the minimal failing run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
+from hypothesis.internal.conjecture import providers as hypothesis_providers
+from hypothesis.internal.constants_ast import Constants
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
 from models.core import Action, Model
@@ -103,6 +106,26 @@ def build_state_machine(
     return LockstepMachine
 
 
+@contextmanager
+def local_constants_pinned() -> Iterator[None]:
+    """Hypothesis draws without the literals it mines from the imported local modules.
+
+    Since 6.131 Hypothesis mixes into its draws the constants of every non-test module the process
+    has imported, so a seeded run changed with what else was imported before it (a test passed alone
+    and failed after others on the same pytest-xdist worker) and with any literal edited anywhere in
+    the project. Pinned empty, a seed gives the same run in every process (a private hook of
+    Hypothesis: `test_a_seeded_search_does_not_depend_on_what_the_process_imported` fails if it moves).
+    """
+    mined, cache = hypothesis_providers._get_local_constants, hypothesis_providers.CONSTANTS_CACHE
+    hypothesis_providers._get_local_constants = Constants
+    cache.cache.clear()
+    try:
+        yield
+    finally:
+        hypothesis_providers._get_local_constants = mined
+        cache.cache.clear()
+
+
 def find_failure(machine: type[RuleBasedStateMachine], settings: Settings) -> BaseException | None:
     """Run the machine under `settings`; the (shrunk) failure it raised, or None if it passed.
 
@@ -110,7 +133,8 @@ def find_failure(machine: type[RuleBasedStateMachine], settings: Settings) -> Ba
     invariant, and Hypothesis has shrunk it either way.
     """
     try:
-        run_state_machine_as_test(machine, settings=settings)
+        with local_constants_pinned():
+            run_state_machine_as_test(machine, settings=settings)
     except Exception as exc:
         return exc
     return None

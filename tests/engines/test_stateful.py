@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from hypothesis import settings
+import importlib
+import sys
+from pathlib import Path
 
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from models.core import Action
 from properties.engines.stateful import FailedRun, build_state_machine, find_failure
 from tests.engines.tiny import NAMES, CounterImpl, CounterModel
 
@@ -57,3 +63,34 @@ def test_same_seed_gives_byte_identical_traces() -> None:
     first, second = search(), search()
     assert first == second
     assert '"seed": 1234' in first
+
+
+def test_a_seeded_search_does_not_depend_on_what_the_process_imported(tmp_path: Path) -> None:
+    """Hypothesis mines literals from imported local modules; the harness's searches do not see them.
+
+    The twin: the same search run without the pin draws differently once a module full of integer
+    literals is imported (pidquota's no_readd run was caught alone and missed after other tests).
+    """
+    def steps(pinned: bool) -> list[Action]:
+        taken: list[Action] = []
+        machine = build_state_machine(
+            lambda: CounterModel({"limit": 200}, "fixed"), NAMES, CounterImpl, on_step=taken.append
+        )
+        search = settings(FAST, max_examples=100, phases=[Phase.generate])
+        if pinned:
+            assert find_failure(machine, search) is None
+        else:
+            run_state_machine_as_test(machine, settings=search)
+        return taken
+
+    before_pinned, before_unpinned = steps(True), steps(False)
+    literals = tmp_path / "literal_pool.py"
+    literals.write_text("".join(f"VALUE_{n} = {n * 7 + 3}\n" for n in range(300)), encoding="utf-8")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        importlib.import_module("literal_pool")
+        assert steps(True) == before_pinned
+        assert steps(False) != before_unpinned
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("literal_pool", None)
