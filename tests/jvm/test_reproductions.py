@@ -1,8 +1,8 @@
 """docs/findings/reproductions: the upstream-ready tests fail on the orders with the bug and pass on the fix.
 
 Each reproduction is a TestNG test in upstream's package that uses upstream's public API only; CI compiles it with
-the stand-ins of each order and a two-file stand-in of TestNG (`tests/jvm/testng`: `@Test`, `Assert`, and a
-runner), so no TestNG jar is needed.
+the stand-ins of each order and small stand-ins of TestNG and Mockito (`tests/jvm/testng`: `@Test`, `Assert`, a
+runner, and `Mockito.mock`), so no TestNG or Mockito jar is needed.
 """
 
 from __future__ import annotations
@@ -19,14 +19,15 @@ ROOT = Path(__file__).resolve().parents[2]
 REPRODUCTIONS = ROOT / "docs" / "findings" / "reproductions"
 TESTNG = Path(__file__).with_name("testng")
 SL3 = "org.apache.pulsar.common.semaphore.AsyncSemaphoreImplCancelDuringGrantTest"
+LK6 = "org.apache.pulsar.broker.service.DrainingHashesTrackerLostUnblockTest"
 
 
-def _run(order: str, out: Path) -> subprocess.CompletedProcess[str]:
-    root = STANDINS / "topiclist"
+def _run(mechanism: str, order: str, test: str, out: Path) -> subprocess.CompletedProcess[str]:
+    root = STANDINS / mechanism
     sources = [*(root / "common").rglob("*.java"), *(root / order).rglob("*.java"), *TESTNG.rglob("*.java"),
-               REPRODUCTIONS / "AsyncSemaphoreImplCancelDuringGrantTest.java"]
+               REPRODUCTIONS / f"{test.rsplit('.', 1)[1]}.java"]
     compile_java(sorted(sources), out)
-    return subprocess.run(["java", "-cp", str(out), "RunTests", SL3], capture_output=True, text=True, timeout=60,
+    return subprocess.run(["java", "-cp", str(out), "RunTests", test], capture_output=True, text=True, timeout=60,
                           check=False)
 
 
@@ -38,5 +39,18 @@ def _run(order: str, out: Path) -> subprocess.CompletedProcess[str]:
 def test_the_sl3_reproduction_fails_exactly_where_the_bug_is(
     agent_jar: Path, tmp_path: Path, order: str, passes: bool, message: str
 ) -> None:
-    done = _run(order, tmp_path)
+    done = _run("topiclist", order, SL3, tmp_path)
+    assert (done.returncode == 0) == passes and message in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("order", "passes", "message"), [
+    ("current", False, "blocked by a removed entry, and no stickyKeyHashUnblocked call followed: []"),
+    ("locked-block", True, "PASS "),
+])
+def test_the_lk6_reproduction_fails_on_the_current_tracker_and_passes_on_the_fix(
+    agent_jar: Path, tmp_path: Path, order: str, passes: bool, message: str
+) -> None:
+    """The dispatch paused after its getEntry while the drainer's last ack removes the entry: on the current order
+    it reports the hash blocked with no unblocking call (LK-6); the fix's locked check returns false."""
+    done = _run("keyshared", order, LK6, tmp_path)
     assert (done.returncode == 0) == passes and message in done.stdout, done.stdout + done.stderr

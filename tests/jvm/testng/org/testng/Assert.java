@@ -16,6 +16,16 @@ public final class Assert {
         }
     }
 
+    public static void assertTrue(boolean condition) {
+        assertTrue(condition, null);
+    }
+
+    public static void assertNull(Object actual) {
+        if (actual != null) {
+            throw new AssertionError("expected [null] but found [" + actual + "]");
+        }
+    }
+
     public static void assertTrue(boolean condition, String message) {
         if (!condition) {
             throw new AssertionError(message);
