@@ -28,10 +28,11 @@ def _access(ins: Instruction, objects: Objects) -> tuple[frozenset[str], frozens
     the tracker's write lock or monitor; a read-lock acquisition, momentary here, reads it), `slot<h>` (the
     tracker's map at hash h), `batch` (batch level and unblockedWhileBatching), `entries` (the list new entries
     are appended to), `ref<h>`/`blk<h>` (the ref counts, and the blocked counts and removal marks, of hash h's
-    entries), `map<c>` (consumer c's PendingAcksMap: lock, acks, closed flag), `stats<c>`, `owner<h>`, `inc<c>`
-    (consumer c's object), `acked<c>` (what c's client acked), `unblocked` (the handler's calls, in order),
-    `dispatcher` (its monitor), `replay` and `blocks`. The flags a step raises are computed from what it reads;
-    LK-4 reads whether the step's own thread holds the tracker lock, which no other thread can change."""
+    entries), `map<c>` (consumer c's PendingAcksMap: lock, acks, closed flag), `size<c>` (its volatile size,
+    #26019), `stats<c>`, `owner<h>`, `inc<c>` (consumer c's object), `acked<c>` (what c's client acked),
+    `unblocked` (the handler's calls, in order), `dispatcher` (its monitor), `replay` and `blocks`. The flags a
+    step raises are computed from what it reads; LK-4 reads whether the step's own thread holds the tracker lock,
+    which no other thread can change."""
     code, c, who = ins.code, ins.arg, ins.consumer
     hashes = [h for h in (1, 2) if ins.hashes >> h & 1]
 
@@ -51,7 +52,7 @@ def _access(ins: Instruction, objects: Objects) -> tuple[frozenset[str], frozens
         "skip unless drainer": (f"inc{c}",), "look": (f"map{who}",), "doomed": (f"map{who}",),
         "skip if gone": (f"map{who}",), "return unless zero": per_hash("ref"),
         "remove by key": (*per_hash("owner", "ref"), *(f"{o}{d}" for d in drainers for o in ("inc", "map", "acked"))),
-        "get or create": (f"inc{c}",),
+        "get or create": (f"inc{c}",), "read count": per_hash("ref"), "size": (f"size{c}",),
     }
     writes: dict[str, tuple[str, ...]] = {
         "map read": (f"map{c}",), "map read off": (f"map{c}",), "map write": (f"map{c}",),
@@ -65,7 +66,8 @@ def _access(ins: Instruction, objects: Objects) -> tuple[frozenset[str], frozens
         "start batch": ("batch",), "end batch": ("tlock", "batch"), "switch owner": per_hash("owner"),
         "join": (f"inc{c}", f"map{c}"), "close": (f"map{c}",), "to replay": ("replay",), "clear": (f"map{c}",),
         "consumer removed": (f"stats{c}",), "pop or skip": (f"map{who}",), "look": (f"map{who}",),
-        "drop next": (f"map{who}",), "client acks": (f"acked{who}",), "client acks up to": (f"acked{who}",),
+        "drop next": (f"map{who}",), "drop": (f"map{who}",), "size": (f"size{c}",), "client acks": (f"acked{who}",),
+        "client acks up to": (f"acked{who}",),
         "rethrow": unwinds, "dispatcher lock": ("dispatcher",), "dispatcher unlock": ("dispatcher",),
     }
     return frozenset(reads.get(code, ())), frozenset(writes.get(code, ()))

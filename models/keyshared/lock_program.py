@@ -74,6 +74,12 @@ class _Assembler:
             self.emit(f"{method}: map[{consumer}].{'writeLock' if write else 'readLock'}.lock",
                       "map write" if write else "map read", consumer)
 
+    def size_decrement(self, method: str, consumer: int) -> None:
+        """`size--` on the map's volatile size (#26019): a read, then a write; pre-#23854 maps have no such field."""
+        if not self.pre:
+            self.emit(f"{method}: map[{consumer}].size.get", "size", consumer)
+            self.emit(f"{method}: map[{consumer}].size.set", "size", consumer)
+
     def map_unlock(self, consumer: int, write: bool) -> None:
         if self.serialized:
             self.emit(None, "map write off" if write else "map read off", consumer)
@@ -111,13 +117,22 @@ class _Assembler:
         self.notify(m, h)
         if self.pre:
             self.emit(None, "tracker write off")
-        self.jump_to_here(none, zero)
+            self.jump_to_here(none, zero)
+        else:
+            done = self.emit(None, "jump")
+            self.jump_to_here(zero)
+            self.emit(f"{m}: entry.refCount.get", "read count")  # the log line's attribute (#25535)
+            self.jump_to_here(done, none)
         self.emit(None, "end call")
 
     def add_entry(self, consumer: int, h: int) -> None:
         m = "addEntry"
         self.emit(self.tracker_label(m, True), "monitor" if self.pre else "tracker write")
         self.emit(None, "get or create", consumer, hash=h)
+        if not self.pre:
+            created = self.emit(None, "skip if added")
+            self.emit(f"{m}: entry.refCount.get", "read count")  # the log line's attribute (#25535)
+            self.jump_to_here(created)
         if self.pre:
             self.stats(m, consumer, "add", h)
             self.emit(None, "increment")
@@ -157,6 +172,7 @@ class _Assembler:
             none = self.emit(None, "return if none")
         other = self.emit(None, "skip unless owner drains", hash=h)
         if not self.pre:
+            self.emit(f"{m}: entry.refCount.get", "read count")  # the log line's attribute
             self.emit(self.tracker_label(m, True), "tracker write")
         self.emit(None, "remove if same", hash=h)
         if not self.pre:
@@ -248,6 +264,8 @@ class _Assembler:
         self.jump_to_here(empty)
         self.end_batch()
         self.emit(None, "clear", consumer)
+        if not self.pre:
+            self.emit(f"forEachAndClose: map[{consumer}].size.set", "size", consumer)  # size = 0 (#26019)
         self.map_unlock(consumer, write=True)
         for heir in sorted({heir for _, heir in heirs}):
             self.register_adding(heir, tuple(h for h, c in heirs if c == heir))
@@ -267,6 +285,7 @@ class _Assembler:
         self.emit(None, "client acks", entry_id, consumer=consumer)
         self.map_lock("remove", consumer, write=True)
         absent = self.emit(None, "pop or skip", entry_id, consumer=consumer)
+        self.size_decrement("remove", consumer)
         self.reduce_ref_count(consumer, h)
         self.jump_to_here(absent)
         self.map_unlock(consumer, write=True)
@@ -286,6 +305,9 @@ class _Assembler:
         self.emit(None, "closing", 2, consumer=consumer)  # the map's closed flag
         with self.touching(self.held.get(consumer, 0)):
             self.reduce_ref_count(consumer, 0)
+        if not self.pre:  # entryMapIterator.remove(), then size-- (#26019)
+            self.emit(None, "drop", consumer=consumer)
+        self.size_decrement("removeAllUpTo", consumer)
         self.jump_to_here(gone)
         self.code.append(Instruction(None, "drop next", consumer, start, 0, consumer))
         self.end_batch()

@@ -4,9 +4,10 @@
 separated by the tracker's read/write lock, the PendingAcksMap locks and the entry's atomics, and the
 steps of the dispatcher thread and of a connection thread interleave. This model follows upstream's source
 (apache/pulsar 0063cdd8 `DrainingHashesTracker.java`, 01df066a `PendingAcksMap.java`, 2b258c8c
-`PersistentStickyKeyDispatcherMultipleConsumers.java`; `reference_impl/keyshared/lock_level.py` cites the
-lines) and splits it where the deterministic scheduler of `reference_impl.concurrent` does: before every
-lock acquisition and every atomic access (a release is no point: see `reference_impl/concurrent/executors.py`).
+`PersistentStickyKeyDispatcherMultipleConsumers.java`, with the points 90cba329a1 added: the map's volatile size
+and the log lines' reads; `reference_impl/keyshared/lock_level.py` cites the lines) and splits it where the
+deterministic scheduler of `reference_impl.concurrent` does: before every lock acquisition and every atomic
+access (a release is no point: see `reference_impl/concurrent/executors.py`).
 
 Each thread runs a script of operations, each compiled (`compile_op`) into instructions. An instruction with a
 label is a scheduling point: a step runs the thread's next labelled instruction and then every unlabelled
@@ -487,6 +488,11 @@ class _Run:
         elif code == "skip unless added":
             if not regs.added:
                 self.jump = ins.target
+        elif code == "skip if added":
+            if regs.added:
+                self.jump = ins.target
+        elif code in ("read count", "size"):  # a volatile read for a log line, the map's size: nothing reads them
+            pass
         elif code in ("stats add", "stats clear"):
             self._stats(ins)
         elif code == "skip unless notify":
@@ -592,6 +598,8 @@ class _Run:
         elif code == "skip if gone":
             if regs.items[0] not in mine:
                 self.jump = ins.target
+        elif code == "drop":
+            mine.remove(regs.items[0])
         elif code == "drop next":
             if regs.items[0] in mine:
                 mine.remove(regs.items[0])

@@ -29,7 +29,14 @@ upstream's source statement by statement at those separations, on the determinis
   the selector, closes its map (`super.removeConsumer`, 200), then registers the draining hashes (205) and
   drops its stats (206); the dispatch's `canDispatchEntry` calls `shouldBlockStickyKeyHash` (532). Every
   dispatcher-side operation runs on the one dispatcher thread (under the dispatcher's monitor, which no other
-  thread here takes, so it is never contended); acks run on a connection thread.
+  thread here takes, so it is never contended); acks run on a connection thread;
+- the points upstream added since, read at apache/pulsar 90cba329a1: the volatile `size` of `PendingAcksMap`
+  (#26019, 38deb2a1ea: `size--` in `remove` at line 314 before the handler and in `removeAllUpTo` at 488 after
+  it, each a read and a write; `size = 0` in `forEachAndClose` at 247), and the tracker's log lines, whose
+  attributes slog computes whatever the level (#25535, 4998cd9e4f): `entry.getRefCount()` read inside
+  `addEntry`'s write lock for an existing entry (269), after a decrement that left it above 0 (383), and before
+  the lazy removal in `shouldBlockStickyKeyHash` (414). `verify --jvm` on upstream's unedited classes runs in
+  lockstep with these points (docs/findings/keyshared-tracker-lost-unblock.md).
 
 `order` selects the tracker's code: `current` (above); `locked-block`, the fix of
 docs/findings/keyshared-tracker-lost-unblock.md (`shouldBlockStickyKeyHash` takes the write lock and
@@ -46,7 +53,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from reference_impl.concurrent.atomic import AtomicInteger
+from reference_impl.concurrent.atomic import AtomicInteger, AtomicLong
 from reference_impl.concurrent.executors import java_method, scheduling_point
 from reference_impl.concurrent.locks import ReentrantLock, ReentrantReadWriteLock
 
@@ -178,6 +185,8 @@ class DrainingHashesTracker:
             return
         with self.lock.write_lock().held():
             entry, added_stats = self._get_or_create(consumer, sticky_hash)
+            if added_stats is None:
+                entry.ref_count.get()  # the log line's attribute, computed whatever the level (#25535)
         entry.increment_ref_count()
         if added_stats is not None:
             added_stats.add_hash(sticky_hash)
@@ -236,6 +245,8 @@ class DrainingHashesTracker:
             if entry.consumer is not consumer:
                 raise IllegalStateException(f"Consumer {entry.consumer} is already draining hash {sticky_hash}")
             if not entry.decrement_ref_count():
+                if self.order != "pre23854":
+                    entry.ref_count.get()  # the log line's attribute (#25535)
                 return
             notify = False
             with self._write_locked():
@@ -268,6 +279,8 @@ class DrainingHashesTracker:
             if entry is None:
                 return False
             if entry.consumer is consumer:  # the hash came back to its drainer: drop the entry
+                if self.order != "pre23854":
+                    entry.ref_count.get()  # the info log line's attribute
                 with self._write_locked():
                     if self.draining_hashes.get(sticky_key_hash) is entry:  # remove(stickyKeyHash, entry)
                         del self.draining_hashes[sticky_key_hash]
@@ -329,13 +342,20 @@ class PendingAcksMap:
     `serialized=False` is the `unserialized` order: callers and the map take no lock at all.
     """
 
-    def __init__(self, consumer: Consumer, handler: PendingAcksRemoveHandler, serialized: bool) -> None:
+    def __init__(self, consumer: Consumer, handler: PendingAcksRemoveHandler, serialized: bool, sized: bool) -> None:
         self.consumer = consumer
         self.handler = handler
         self.serialized = serialized
         self.lock = ReentrantReadWriteLock(f"map[{consumer.consumer_id}]")
         self.pending_acks: dict[int, tuple[int, int]] = {}
         self.closed = False
+        self.size = AtomicLong(f"map[{consumer.consumer_id}].size") if sized else None
+        """The volatile size of #26019 (None: the map before it), written under the write lock; in this scope nobody
+        reads it, but each `size--` is a read and a write, so two scheduling points."""
+
+    def _decrement_size(self) -> None:
+        if self.size is not None:
+            self.size.set(self.size.get() - 1)
 
     @contextmanager
     def _locked(self, write: bool) -> Iterator[None]:
@@ -348,6 +368,8 @@ class PendingAcksMap:
     def put(self, entry_id: int, sticky_key_hash: int) -> None:
         """Seed a pending ack before any thread runs (the harness's setup, not a dispatch)."""
         self.pending_acks[entry_id] = (1, sticky_key_hash)
+        if self.size is not None:
+            self.size.value += 1
 
     @java_method("forEach")
     def for_each(self, processor: PendingAcksConsumer) -> None:
@@ -361,6 +383,7 @@ class PendingAcksMap:
             removed = self.pending_acks.pop(entry_id, None) if ledger_id == LEDGER else None
             if removed is None:
                 return False
+            self._decrement_size()
             self.handler.handle_removing(self.consumer, removed[1], self.closed)
             return True
 
@@ -376,6 +399,8 @@ class PendingAcksMap:
             finally:
                 self.handler.end_batch()
             self.pending_acks.clear()
+            if self.size is not None:
+                self.size.set(0)
 
     @java_method("removeAllUpTo")
     def remove_all_up_to(self, mark_delete_ledger_id: int, mark_delete_entry_id: int) -> None:
@@ -400,6 +425,7 @@ class PendingAcksMap:
                     if removed is not None:  # unserialized, a concurrent close may have taken it already
                         self.handler.handle_removing(self.consumer, removed[1], self.closed)
                         self.pending_acks.pop(entry_id, None)
+                        self._decrement_size()
             finally:
                 if batch_started:
                     self.handler.end_batch()
@@ -441,7 +467,8 @@ class StickyKeyDispatcher:
 
     def _new_consumer(self, consumer_id: int) -> Consumer:
         consumer = Consumer(consumer_id)
-        consumer.pending_acks = PendingAcksMap(consumer, self.handler, serialized=self.order != "unserialized")
+        consumer.pending_acks = PendingAcksMap(consumer, self.handler, serialized=self.order != "unserialized",
+                                               sized=self.order != "pre23854")
         self.consumers[consumer_id] = consumer
         return consumer
 

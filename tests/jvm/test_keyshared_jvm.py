@@ -78,7 +78,7 @@ def test_the_fixed_order_passes_every_schedule_and_the_old_trace_diverges_on_it(
     assert "(every schedule)" in out and "no invariant violated" in out and schedules > 50, out
     trace = current_run.folder / "keyshared" / "pip379-jvm-locks-LK-6.json"
     assert main(["replay", str(trace), "--jvm", str(standin_classes["keyshared", "locked-block"])]) == DIVERGED
-    assert ("granularity on keyshared/pip379 locks on the JVM after 7 of the trace's 42 steps: dispatcher: the JVM "
+    assert ("granularity on keyshared/pip379 locks on the JVM after 8 of the trace's 51 steps: dispatcher: the JVM "
             "is at 'shouldBlockStickyKeyHash: tracker.writeLock.lock'") in capsys.readouterr().out
 
 
@@ -101,7 +101,7 @@ def test_the_fixed_code_beside_the_current_model_is_a_granularity_divergence(
     code, _ = _verify(standin_classes["keyshared", "locked-block"], tmp_path)
     out = capsys.readouterr().out
     assert code == DIVERGED, out
-    assert ("granularity after 7 steps: dispatcher: the JVM is at 'shouldBlockStickyKeyHash: tracker.writeLock.lock', "
+    assert ("granularity after 8 steps: dispatcher: the JVM is at 'shouldBlockStickyKeyHash: tracker.writeLock.lock', "
             "the model at 'shouldBlockStickyKeyHash: entry.blockedCount.incrementAndGet'") in out, out
 
 

@@ -315,6 +315,16 @@ public class BrokerspecKeySharedLocks implements Scenario {
         }
     }
 
+    /** The consumer id of a map the adapter made (identity), or 0 for one it did not. */
+    private int mapId(PendingAcksMap map) {
+        for (Map.Entry<Integer, PendingAcksMap> e : maps.entrySet()) {
+            if (e.getValue() == map) {
+                return e.getKey();
+            }
+        }
+        return 0;
+    }
+
     private static String component(String frame) {
         String type = frame.substring(0, frame.lastIndexOf('.'));
         String simple = type.substring(type.lastIndexOf('.') + 1);
@@ -332,7 +342,7 @@ public class BrokerspecKeySharedLocks implements Scenario {
      * {@code getEntry} inside {@code reduceRefCount} is {@code reduceRefCount}'s), then what the point does to what
      * ({@code tracker.writeLock.lock}, {@code entry.refCount.decrementAndGet}, {@code entry.blockedCount.get}).
      */
-    private static String label(Scheduler.Managed m) {
+    private String label(Scheduler.Managed m) {
         if (m.done()) {
             return "done";
         }
@@ -361,7 +371,9 @@ public class BrokerspecKeySharedLocks implements Scenario {
         if (m.via() != null) {
             what = Scheduler.nameOf(m.via()) + "." + verb;
         } else if (site.op.startsWith("volatile ")) {
-            what = "entry." + verb + (site.op.startsWith("volatile read ") ? ".get" : ".set");
+            // a volatile field of a consumer's map (its size, #26019) or of a tracker entry
+            String holder = m.object() instanceof PendingAcksMap map ? "map[" + mapId(map) + "]" : "entry";
+            what = holder + "." + verb + (site.op.startsWith("volatile read ") ? ".get" : ".set");
         } else if (m.object() == null) {
             what = site.op;
         } else {

@@ -39,7 +39,7 @@ public class PendingAcksMap {
     private final Lock readLock;
     private final Lock writeLock;
     private boolean closed = false;
-    private long size;
+    private volatile long size;
 
     PendingAcksMap(Consumer consumer, Supplier<PendingAcksAddHandler> pendingAcksAddHandlerSupplier,
                    Supplier<PendingAcksRemoveHandler> pendingAcksRemoveHandlerSupplier) {

@@ -8,7 +8,8 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
  * Stand-in (written by brokerspec) for upstream's tracker in its CURRENT order (apache/pulsar 90cba329a1
- * {@code DrainingHashesTracker.java}, public API and lock order as upstream has them, logging left out): the entry
+ * {@code DrainingHashesTracker.java}, public API and lock order as upstream has them; of the log lines only their attributes' reads of
+ * {@code refCount}, which slog computes whatever the level since #25535): the entry
  * map under a {@code ReentrantReadWriteLock}; {@code getEntry} under the read lock; {@code addEntry} creates the
  * entry under the write lock and counts the ref outside it; {@code reduceRefCount} decrements outside the lock,
  * then removes by key and reads {@code isBlocking()} under the write lock, the stats and the unblocking handler
@@ -117,6 +118,8 @@ public class DrainingHashesTracker {
             } else if (entry.getConsumer() != consumer) {
                 throw new IllegalStateException("Consumer " + entry.getConsumer() + " is already draining hash "
                         + stickyHash + " in dispatcher " + dispatcherName + ".");
+            } else {
+                log(entry.getRefCount() + 1);
             }
         } finally {
             lock.writeLock().unlock();
@@ -187,6 +190,8 @@ public class DrainingHashesTracker {
             if (notifyUnblocking) {
                 unblockingHandler.stickyKeyHashUnblocked(stickyHash);
             }
+        } else {
+            log(entry.getRefCount());
         }
     }
 
@@ -199,6 +204,7 @@ public class DrainingHashesTracker {
             return false;
         }
         if (entry.getConsumer() == consumer) {
+            log(entry.getRefCount());
             lock.writeLock().lock();
             try {
                 drainingHashes.remove(stickyKeyHash, entry);
@@ -225,6 +231,11 @@ public class DrainingHashesTracker {
         } finally {
             lock.readLock().unlock();
         }
+    }
+
+    /** Stands in for upstream's slog lines (since #25535): their attributes, such as the volatile {@code refCount},
+     * are computed whatever the level, so each is a scheduling point; the line itself is dropped. */
+    private static void log(Object attribute) {
     }
 
     public void consumerRemoved(Consumer consumer) {
