@@ -65,7 +65,7 @@ def test_verify_blames_a_hanging_reset_on_the_reset(tmp_path: Path, capsys: pyte
     code, trace = _verify(tmp_path, port, "--tour-only", "--budget", "6", "--step-timeout", "0.5")
     out = capsys.readouterr().out
     assert code == INFRA and "port-hang at the reset after step " in out, out
-    assert trace is not None and load(trace).failure["detail"].startswith("the reset after step ")
+    assert trace is not None and str(load(trace).failure["detail"]).startswith("the reset after step ")
     assert main(["replay", str(trace), "--step-timeout", "0.5", "--port", *port]) == INFRA
     assert ": the reset after step " in capsys.readouterr().out
 
