@@ -179,8 +179,8 @@ def test_the_reduction_figures_are_measured_in_one_run_and_keep_every_shortest_f
     keyshared = replace(registry.get("keyshared"), nightly_configs={},
                         explore_configs={n: LOCKS_EXPLORE_CONFIGS[n] for n in ("locks", "locks-batch")})
     figures = bench.bench_reduction(keyshared)
-    assert str(figures["reduction[locks-batch]_full"]).startswith("100 states in ")
-    assert figures["reduction[locks-batch]_por_findings"] == "same, at their shortest lengths: LK-6 in 17"
-    assert figures["reduction[locks]_por_findings"] == "same, at their shortest lengths: LK-6 in 13"
+    assert str(figures["reduction[locks-batch]_full"]).startswith("133 states in ")
+    assert figures["reduction[locks-batch]_por_findings"] == "same, at their shortest lengths: LK-6 in 21"
+    assert figures["reduction[locks]_por_findings"] == "same, at their shortest lengths: LK-6 in 17"
     assert 0 < float(str(figures["reduction[locks]_por_states_ratio"])) < 1
     assert str(figures["reduction[locks]_preemptions_1"]).endswith("found LK-6")

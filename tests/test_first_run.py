@@ -104,4 +104,4 @@ def test_explore_conformance_replays_a_configuration_on_the_reference(tmp_path: 
     argv = ["explore", "--mechanism", "keyshared", "--config", "locks-batch", "--conformance", "--out", str(tmp_path)]
     assert main(argv) == VIOLATED  # LK-6, the known lost wake-up
     out = capsys.readouterr().out
-    assert "conformance keyshared/pip379/locks-batch: pass: every 127 transitions of 100 states" in out
+    assert "conformance keyshared/pip379/locks-batch: pass: every 171 transitions of 133 states" in out
