@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from models.core import Param
 from properties.cli.common import DIVERGED, INFRA, PASS, VIOLATED, UsageError, mechanisms
 from properties.engines.port import jsonable
 from properties.engines.protocol import hello_config
@@ -22,10 +23,13 @@ from properties.jvm.verify import (
     ADAPTERS,
     DEFAULT_PREEMPTIONS,
     GRANULARITY,
+    JvmTrace,
     adapter_for,
     classpath_entries,
     load_trace,
+    model_config,
     replay_on_jvm,
+    shrink_on_jvm,
     verify_on_jvm,
 )
 
@@ -77,9 +81,7 @@ def cmd_replay_jvm(args: argparse.Namespace) -> int:
     except JvmSetupError as error:
         raise UsageError(f"replay: {error}") from None
     mechanism = mechanisms([trace.mechanism])[0]
-    config = mechanism.explore_configs.get(trace.config)
-    if config is None:
-        raise UsageError(f"replay: {args.trace}: {trace.mechanism} has no configuration {trace.config!r}")
+    config = _trace_config(trace, args.trace, "replay")
     try:
         replayed, detail = replay_on_jvm(trace, classpath, lambda: mechanism.make_model(config, trace.variant))
     except (JvmSetupError, LockLevelError) as error:
@@ -96,3 +98,54 @@ def cmd_replay_jvm(args: argparse.Namespace) -> int:
     print(f"{args.trace}: {', '.join(replayed.violations)} on {label} after {replayed.steps} of the trace's "
           f"{len(trace.schedule)} steps{': ' + detail if detail else ''}")
     return DIVERGED if replayed.violations == (GRANULARITY,) else VIOLATED
+
+
+def _trace_config(trace: JvmTrace, source: str, command: str) -> dict[str, Param]:
+    """The model's configuration of a JVM trace: its hello (a shrunk trace's scripts are its own), checked."""
+    mechanism = mechanisms([trace.mechanism])[0]
+    try:
+        adapter_for(trace.mechanism, trace.config)
+        config = model_config(trace.hello)
+        mechanism.make_model(config, trace.variant)
+    except (JvmSetupError, ValueError) as error:
+        raise UsageError(f"{command}: {source}: {error}") from None
+    return config
+
+
+def cmd_shrink_jvm(args: argparse.Namespace) -> int:
+    """A JVM trace with fewer script operations that fails the same way on CLASSPATH (exit 0), or exit 2 when the
+    trace does not fail on these classes (nothing to shrink toward)."""
+    if args.port:
+        raise UsageError("shrink: --jvm and --port exclude each other")
+    try:
+        trace = load_trace(Path(args.trace))
+        classpath = classpath_entries(args.jvm)
+    except JvmSetupError as error:
+        raise UsageError(f"shrink: {error}") from None
+    mechanism = mechanisms([trace.mechanism])[0]
+    config = _trace_config(trace, args.trace, "shrink")
+    source = Path(args.trace)
+    out = Path(args.output) if args.output else source.with_name(source.name.removesuffix(".json") + ".shrunk.json")
+    try:
+        again, _ = replay_on_jvm(trace, classpath, lambda: mechanism.make_model(config, trace.variant))
+        if again.violations[:1] != trace.names[:1]:
+            print(f"{args.trace}: does not fail with {trace.names[0]} on these classes "
+                  f"({', '.join(again.violations) or 'nothing violated'}): nothing to shrink toward")
+            return DIVERGED
+        shrunk = shrink_on_jvm(trace, classpath, lambda c: mechanism.make_model(c, trace.variant),
+                               budget_s=args.budget)
+    except (JvmSetupError, LockLevelError) as error:
+        print(f"{args.trace}: {error}")
+        return INFRA
+    try:
+        shrunk.trace.save(out)
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write: {exc.strerror}") from None
+    ops = sum(len(v) for v in trace.hello.values() if isinstance(v, list) and all(isinstance(x, str) for x in v))
+    left = sum(len(v) for v in shrunk.trace.hello.values()
+               if isinstance(v, list) and all(isinstance(x, str) for x in v))
+    reach = "no operation can be dropped" if shrunk.complete else "cut by the budget"
+    print(f"{args.trace}: {len(trace.schedule)} -> {len(shrunk.trace.schedule)} steps, {ops} -> {left} script "
+          f"operations ({shrunk.candidates} candidates on the JVM, {reach}), still {trace.names[0]}: {out}")
+    print(f"  reproduce: brokerspec replay {out} --jvm {args.jvm}")
+    return PASS

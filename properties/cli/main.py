@@ -37,7 +37,7 @@ from properties.cli.common import (
     table,
 )
 from properties.cli.invariants import cmd_invariants
-from properties.cli.jvm import cmd_replay_jvm
+from properties.cli.jvm import cmd_replay_jvm, cmd_shrink_jvm
 from properties.cli.ports import (
     MIN_STEP_TIMEOUT_S,
     MODEL_ONLY_NOTE,
@@ -97,6 +97,8 @@ def _writable(path: Path) -> Path:
 
 
 def cmd_shrink(args: argparse.Namespace) -> int:
+    if args.jvm is not None:
+        return cmd_shrink_jvm(args)
     trace = load_trace(args.trace)
     on_port = recorded_on_port(trace)
     model = _validated(trace, args.trace, check_vars=not on_port)  # a port's trace holds the port's states
@@ -404,9 +406,12 @@ def parser() -> argparse.ArgumentParser:
     shrink_p = sub.add_parser("shrink", help="delta-debug a failing trace to a shorter one")
     shrink_p.add_argument("trace")
     shrink_p.add_argument("-o", "--output", help="the shrunk trace (default: TRACE's name with .shrunk.json)")
-    shrink_p.add_argument("--budget", type=seconds(), default=60.0, help="with --port: seconds for the whole shrink")
+    shrink_p.add_argument("--budget", type=seconds(), default=60.0,
+                          help="with --port or --jvm: seconds for the whole shrink")
     shrink_p.add_argument("--step-timeout", type=seconds(MIN_STEP_TIMEOUT_S), default=5.0,
                           help="with --port: seconds a port may take per step")
+    shrink_p.add_argument("--jvm", metavar="CLASSPATH",
+                          help="shrink a JVM trace (verify --jvm's) on these classes or jars")
     shrink_p.add_argument("--port", nargs=argparse.REMAINDER,
                           help="shrink against this port, the oracle (its argv; must come last)")
     shrink_p.set_defaults(run=cmd_shrink)

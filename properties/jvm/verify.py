@@ -6,11 +6,13 @@ thread's script through them, in the order upstream's callers use them; its ledg
 in `vars.broken`. It is compiled here against CLASSPATH (the user's build, or the project's stand-ins in the tests),
 the agent rewrites the packages it names, and `explore` runs its schedules under a preemption bound. A failing
 schedule is saved as a JVM trace (`JvmTrace`: the hello, the schedule, the point each step ran) that
-`brokerspec replay TRACE --jvm CLASSPATH` runs again on the JVM.
+`brokerspec replay TRACE --jvm CLASSPATH` runs again on the JVM and `brokerspec shrink TRACE --jvm CLASSPATH` shortens
+(fewer script operations, the same failure).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models.core import Action, Json, Model
+from models.core import Action, Json, Model, Param
 from properties.jvm.build import JvmSetupError, compile_java, controller_jar, java_command
 from properties.jvm.explore import Exploration, Replayed, explore, replay
 from properties.jvm.threads import LockLevelPort, Snapshot
@@ -273,3 +275,68 @@ def replay_on_jvm(trace: JvmTrace, classpath: Sequence[Path],
     lockstep = Lockstep(make_model)
     with running(adapter, classpath, trace.hello) as port:
         return replay(port, trace.schedule, lockstep), lockstep.detail
+
+
+def model_config(hello: dict[str, Json]) -> dict[str, Param]:
+    """The model's configuration from a trace's hello (JSON arrays back to the tuples a configuration holds)."""
+    return {key: _param(value) for key, value in hello.items()}
+
+
+def _param(value: Json) -> Param:
+    if isinstance(value, (list, tuple)):
+        return tuple(_param(v) for v in value)
+    if isinstance(value, dict):
+        raise JvmSetupError(f"a configuration value is a record, not a parameter: {value!r}")
+    return value
+
+
+def _with_fewer_operations(hello: dict[str, Json]) -> Iterator[dict[str, Json]]:
+    """Each hello with two consecutive operations, then one, fewer in one thread's script (a list of strings), last
+    operations first: a pair goes where one alone cannot (a leave with the join after it)."""
+    for size in (2, 1):
+        for key, value in hello.items():
+            if isinstance(value, list) and len(value) >= size and all(isinstance(v, str) for v in value):
+                for index in reversed(range(len(value) - size + 1)):
+                    yield {**hello, key: value[:index] + value[index + size:]}
+
+
+def _model_of(make_model: Callable[[dict[str, Param]], Model[Any]], hello: dict[str, Json]) -> Model[Any]:
+    return make_model(model_config(hello))
+
+
+@dataclass(frozen=True)
+class JvmShrink:
+    """A shrink's outcome: the shortest failing trace found, and how many candidate scripts the JVM explored."""
+
+    trace: JvmTrace
+    candidates: int
+    complete: bool
+    """No single operation can be dropped any more (False: the budget ended first)."""
+
+
+def shrink_on_jvm(trace: JvmTrace, classpath: Sequence[Path], make_model: Callable[[dict[str, Param]], Model[Any]],
+                  preemptions: int = DEFAULT_PREEMPTIONS, budget_s: float = 60.0) -> JvmShrink:
+    """Drops script operations, two or one at a time (ddmin's finest granularities), while the scripts left, explored on
+    the JVM within `preemptions`, still fail with the trace's first name in no more steps; a candidate the model
+    refuses (a leave with no join, an ack of an entry never pending) is skipped. The JVM explores each candidate's
+    own schedules, so the result is the shortest failing schedule of the smallest scripts found."""
+    stop = time.monotonic() + budget_s
+    best, candidates = trace, 0
+    while True:
+        for hello in _with_fewer_operations(best.hello):
+            if time.monotonic() >= stop:
+                return JvmShrink(best, candidates, complete=False)
+            try:
+                make_model(model_config(hello))
+            except ValueError:
+                continue
+            candidates += 1
+            verdict = verify_on_jvm(best.mechanism, best.variant, best.config, hello, classpath,
+                                    functools.partial(_model_of, make_model, hello), preemptions,
+                                    max(stop - time.monotonic(), 1.0))
+            found = verdict.trace
+            if found is not None and found.names[:1] == trace.names[:1] and len(found.schedule) <= len(best.schedule):
+                best = found
+                break
+        else:
+            return JvmShrink(best, candidates, complete=True)

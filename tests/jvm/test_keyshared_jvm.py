@@ -82,6 +82,26 @@ def test_the_fixed_order_passes_every_schedule_and_the_old_trace_diverges_on_it(
             "is at 'shouldBlockStickyKeyHash: tracker.writeLock.lock'") in capsys.readouterr().out
 
 
+def test_shrink_keeps_the_lost_wake_up_on_the_smallest_scripts_and_refuses_classes_it_does_not_fail_on(
+    standin_classes: dict[tuple[str, str], Path], current_run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`shrink --jvm` drops script operations while the JVM still finds LK-6: it ends on the model's own shortest
+    scripts (one join, one block against both acks), and its trace replays to LK-6. On the fixed classes the trace
+    does not fail, so there is nothing to shrink toward (exit 2), never a 'shrunk' trace of something else."""
+    trace = current_run.folder / "keyshared" / "pip379-jvm-locks-LK-6.json"
+    shrunk = tmp_path / "shrunk.json"
+    current = str(standin_classes["keyshared", "current"])
+    assert main(["shrink", str(trace), "--jvm", current, "-o", str(shrunk)]) == PASS
+    before, after = json.loads(trace.read_text()), json.loads(shrunk.read_text())
+    assert after["failure"]["names"] == ["LK-6"] and len(after["schedule"]) < len(before["schedule"])
+    assert (after["hello"]["dispatcher"], after["hello"]["acker"]) == (["join 2", "block"], ["ack 0", "ack 1"])
+    assert "no operation can be dropped" in capsys.readouterr().out
+    assert main(["replay", str(shrunk), "--jvm", current]) == VIOLATED
+    fixed = str(standin_classes["keyshared", "locked-block"])
+    assert main(["shrink", str(trace), "--jvm", fixed, "-o", str(tmp_path / "none.json")]) == DIVERGED
+    assert "nothing to shrink toward" in capsys.readouterr().out and not (tmp_path / "none.json").exists()
+
+
 def test_a_missing_classpath_entry_or_a_configuration_without_adapter_is_a_usage_error(
     standin_classes: dict[tuple[str, str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
