@@ -75,13 +75,8 @@ def cmd_verify_jvm(args: argparse.Namespace) -> int:
 
 def cmd_replay_jvm(args: argparse.Namespace) -> int:
     """A JVM trace's schedule again, on a fresh JVM with CLASSPATH: the failure it records, or none."""
-    try:
-        trace = load_trace(Path(args.trace))
-        classpath = classpath_entries(args.jvm)
-    except JvmSetupError as error:
-        raise UsageError(f"replay: {error}") from None
+    trace, classpath, config = _opened(args, "replay")
     mechanism = mechanisms([trace.mechanism])[0]
-    config = _trace_config(trace, args.trace, "replay")
     try:
         replayed, detail = replay_on_jvm(trace, classpath, lambda: mechanism.make_model(config, trace.variant))
     except (JvmSetupError, LockLevelError) as error:
@@ -100,16 +95,21 @@ def cmd_replay_jvm(args: argparse.Namespace) -> int:
     return DIVERGED if replayed.violations == (GRANULARITY,) else VIOLATED
 
 
-def _trace_config(trace: JvmTrace, source: str, command: str) -> dict[str, Param]:
-    """The model's configuration of a JVM trace: its hello (a shrunk trace's scripts are its own), checked."""
-    mechanism = mechanisms([trace.mechanism])[0]
+def _opened(args: argparse.Namespace, command: str) -> tuple[JvmTrace, tuple[Path, ...], dict[str, Param]]:
+    """The JVM trace, CLASSPATH and the model's configuration (the trace's hello: a shrunk trace's scripts are its
+    own), or a usage error naming what is wrong."""
+    try:
+        trace = load_trace(Path(args.trace))
+        classpath = classpath_entries(args.jvm)
+    except JvmSetupError as error:
+        raise UsageError(f"{command}: {error}") from None
     try:
         adapter_for(trace.mechanism, trace.config)
         config = model_config(trace.hello)
-        mechanism.make_model(config, trace.variant)
+        mechanisms([trace.mechanism])[0].make_model(config, trace.variant)
     except (JvmSetupError, ValueError) as error:
-        raise UsageError(f"{command}: {source}: {error}") from None
-    return config
+        raise UsageError(f"{command}: {args.trace}: {error}") from None
+    return trace, classpath, config
 
 
 def cmd_shrink_jvm(args: argparse.Namespace) -> int:
@@ -117,13 +117,8 @@ def cmd_shrink_jvm(args: argparse.Namespace) -> int:
     trace does not fail on these classes (nothing to shrink toward)."""
     if args.port:
         raise UsageError("shrink: --jvm and --port exclude each other")
-    try:
-        trace = load_trace(Path(args.trace))
-        classpath = classpath_entries(args.jvm)
-    except JvmSetupError as error:
-        raise UsageError(f"shrink: {error}") from None
+    trace, classpath, config = _opened(args, "shrink")
     mechanism = mechanisms([trace.mechanism])[0]
-    config = _trace_config(trace, args.trace, "shrink")
     source = Path(args.trace)
     out = Path(args.output) if args.output else source.with_name(source.name.removesuffix(".json") + ".shrunk.json")
     try:
