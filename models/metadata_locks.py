@@ -19,8 +19,10 @@ compareAndSet, the drain of both queues failing each op, the task's cancel. Ops 
 `order`: ``current`` (upstream) or ``fixed`` (docs/findings/metadata-close-lost-op.md: the drain holds the
 monitor, and `enqueue` re-reads `isClosed` after its offer and flushes if closed).
 
-Invariants, raised as flags by the step that breaks them: MD-LK1 a batch reaches the backend only from the thread
-holding the monitor; MD-LK3 every op completes: once close has run and every thread is done, no op is pending;
+Invariants, raised as flags by the step that breaks them: MD-LK1 a batch is assembled and reaches the backend only
+from the thread holding the monitor (no thread is inside `flush` without it); MD-LK3 every op completes: an op
+leaves its queue only failed, sent or in a flush's hands, and once close has run and every thread is done, no op
+is pending;
 MD-LK4 one consumer at a time: no thread polls a queue while another thread holds the monitor (JCTools' MPSC
 queues allow one consumer; a flush that peeked an op the closer then polled takes a null and throws).
 """
@@ -45,8 +47,9 @@ NULL = -1
 """What `poll` returned into a batch when another consumer took the op the flush had peeked."""
 QUEUES = ("readOps", "writeOps")
 INVARIANTS = (
-    ("MD-LK1", "a batch reaches the backend only from the thread holding the store's monitor"),
-    ("MD-LK3", "every op completes: once close has run and every thread is done, no op is pending"),
+    ("MD-LK1", "a batch is assembled and reaches the backend only from the thread holding the store's monitor"),
+    ("MD-LK3", "every op completes: an op leaves its queue only failed, sent or in a flush's hands, and once close "
+               "has run and every thread is done, no op is pending"),
     ("MD-LK4", "one consumer at a time: no thread polls readOps or writeOps while another thread holds the "
                "store's monitor (the MPSC queues' single-consumer contract)"),
 )
@@ -327,3 +330,32 @@ class _Run:
         state = self.result()
         if self.model.close and self.model.quiescent(state) and any(o == PENDING for _, o in self.ops):
             self.broken.add("MD-LK3")
+        self.broken |= judge_vars(self.model.vars(state))
+
+
+FLUSHING = ("flush: ", "nextBatch: ", "internalBatchOperation: ")
+"""The labels of a thread inside `flush`: it assembles batches and hands them to the backend."""
+
+
+def judge_vars(v: Mapping[str, Json]) -> set[str]:
+    """MD-LK1 and MD-LK3 on the scope's variables after a step (the model's, or the reference's from its ledger):
+    a thread inside `flush` holds the monitor; an op out of its queue is failed, sent, or still in the hands of a
+    flush or of its caller's enqueue."""
+    broken: set[str] = set()
+    threads = {str(t[0]): str(t[1]) for t in v["threads"]}  # type: ignore[index, union-attr]
+    locks = v["locks"]
+    holders = locks.get(MONITOR) if isinstance(locks, dict) else None
+    holder = holders[0] if isinstance(holders, list) and holders else None
+    flushing = [name for name, label in threads.items()
+                if label.startswith(FLUSHING) and label != _LABELS[F_LOCK]]  # past the monitor enter
+    if any(name != holder for name in flushing):
+        broken.add("MD-LK1")
+    queued = {*v["read_ops"], *v["write_ops"]}  # type: ignore[misc]
+    ops = [(str(o[0]), str(o[1])) for o in v["ops"]]  # type: ignore[index, union-attr]
+    latest = {name.split(".")[0]: name for name, _ in ops}
+    for name, outcome in ops:
+        owner = name.split(".")[0]
+        enqueuing = threads.get(owner, DONE).startswith("enqueue: ") and latest[owner] == name
+        if outcome == PENDING and name not in queued and not flushing and not enqueuing:
+            broken.add("MD-LK3")
+    return broken

@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any
 
 from models.core import Action, Json, Observation, Param
-from models.metadata_locks import CALLERS, DONE, FAILED, MONITOR, PENDING, SENT, MetadataLocksModel
+from models.metadata_locks import CALLERS, DONE, FAILED, MONITOR, PENDING, SENT, MetadataLocksModel, judge_vars
 from properties.engines.lockstep import BaseImplementation
 from reference_impl.concurrent.executors import World, current_thread_name
 from reference_impl.concurrent.futures import CompletableFuture
@@ -135,7 +135,9 @@ class MetadataLocksReference(BaseImplementation):
         self.world.dispose()
 
     def _judge(self) -> None:
-        """MD-LK3: once close has run and every thread is idle, every op has been sent or failed."""
+        """MD-LK3: once close has run and every thread is idle, every op has been sent or failed; MD-LK1 and MD-LK3
+        on the ledger's variables (`judge_vars`)."""
         idle = all(t.current is None and not t.queued for t in self.world.thread_states())
         if self.model.close and idle and any(self._outcome(n) == PENDING for n in self.futures):
             self.broken.add("MD-LK3")
+        self.broken |= judge_vars(self.vars())
