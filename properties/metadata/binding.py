@@ -624,7 +624,7 @@ MECHANISM = Mechanism(
     guards=GUARDS,
     reference_judges={"metadata": ("MD-I1", "MD-I2", "MD-I3", "MD-I4", "MD-I5", "MD-I7", "MD-I8", "MD-I9",
                                    "MD-I10", "MD-LK1", "MD-LK2"),
-                       "metadata/locks": ("MD-LK1", "MD-LK3", "MD-LK4")},
+                       "metadata/locks": ("MD-LK1", "MD-LK3", "MD-LK4", "MD-I10")},
     beyond_model={
         "MD-I1-W": Property("the Z3 worker pool is well formed: a path's submitted tasks share a worker, a worker "
                             "runs one task at a time and starts its tasks in submission order", ("z3",)),

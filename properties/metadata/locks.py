@@ -6,7 +6,7 @@ scheduled thread, the closer, every monitor enter, queue call and `isClosed` acc
 action ``caller(step=L)`` runs the thread's next step, which must be the operation labelled L (a thread about to do
 something else is a divergence named as such); ``clock`` fires the flusher's fixed-rate task.
 
-It judges MD-LK1, MD-LK3 and MD-LK4 from its own ledger, never from the store's opinion: the backend here is the
+It judges MD-LK1, MD-LK3, MD-LK4 and MD-I10 from its own ledger, never from the store's opinion: the backend here is the
 harness's (`batchOperation`), which records which thread handed it each batch and who held the monitor then; the
 future each operation returned; the label each thread was about to run and the monitor's holder before the step.
 """
@@ -75,9 +75,11 @@ class MetadataLocksReference(BaseImplementation):
             self.store.store_put(name)
 
     def _batch_operation(self, ops: Sequence[MetadataOp]) -> None:
-        """The backend: MD-LK1 on who hands it a batch."""
+        """The backend: MD-LK1 on who hands it a batch, MD-I10 on when (never once close set the flag)."""
         if self.store.monitor.holder != current_thread_name():
             self.broken.add("MD-LK1")
+        if self.store.is_closed.value:
+            self.broken.add("MD-I10")
         self.sent.update(op.name for op in ops)
 
     # -- Implementation -----------------------------------------------------------------------------------------

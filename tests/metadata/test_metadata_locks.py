@@ -144,6 +144,6 @@ def test_configuration_errors_are_reported(config: Mapping[str, Param]) -> None:
 
 
 def test_the_scope_is_registered_with_its_judges_and_vocabulary() -> None:
-    assert MECHANISM.reference_judges["metadata/locks"] == ("MD-LK1", "MD-LK3", "MD-LK4")
+    assert MECHANISM.reference_judges["metadata/locks"] == ("MD-LK1", "MD-LK3", "MD-LK4", "MD-I10")
     assert MECHANISM.scope(LOCKS_EXPLORE_CONFIGS["locks"]) == "metadata/locks"
     assert set(MECHANISM.vocabularies["metadata/locks"].actions) == {"caller", "other", "flusher", "closer", "clock"}
