@@ -616,7 +616,7 @@ MECHANISM = Mechanism(
     name="metadata",
     spec="docs/spec/metadata.md",
     limits={"workers": (1, 64), "clients": (0, 16), "max_ops": (0, 1_000), "max_operations": (0, 10**6),
-            "max_delay_ms": (0, 10**6)},
+            "max_delay_ms": (0, 10**6), "flushes": (0, 1_000)},
     make_model=make_scope_model,
     make_reference=make_reference,
     current=CURRENT,
@@ -638,8 +638,6 @@ MECHANISM = Mechanism(
                           ("reference",)),
         "MD-I10": Property("after close, a store call fails within its step with AlreadyClosedError and no op "
                            "reaches the backend that was not handed to it before close", ("reference",)),
-        "MD-LK1": Property("with PIP-453 batching, a batch reaches the backend only from the thread holding the flush "
-                          "lock", ("reference",)),
         "MD-LK2": Property("a path's cache entry is replaced or removed only by the thread holding that path's key "
                           "lock, or while no other thread holds it", ("reference",)),
         "MD-P1": Property("successive periodic flushes start at least P apart (a diagnostic: a fixed-rate schedule "
