@@ -33,9 +33,11 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import NamedTuple
 
 from models.core import Action, ActionNotEnabled, Invariant, Json, Liveness, Observation, Param, configured
-from models.metadata import VARIANTS
 
 ORDERS = ("current", "fixed")
+VARIANTS = ("pip453", "legacy", "blocking_callback")
+"""The mechanism's variants (models.metadata's, which a model may not import): they differ in the store's threads
+and cache, not in the batched store's code, so the scope accepts each; its code is `order`."""
 CALLERS = ("caller", "other")
 THREADS = (*CALLERS, "flusher", "closer")
 FLUSHER, CLOSER = 2, 3

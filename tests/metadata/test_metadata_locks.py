@@ -14,7 +14,8 @@ from collections.abc import Mapping
 import pytest
 
 from models.core import Action, Param
-from models.metadata_locks import DEFAULT_CONFIG, MdLocksState, MetadataLocksModel
+from models.metadata import VARIANTS as metadata_variants
+from models.metadata_locks import DEFAULT_CONFIG, VARIANTS, MdLocksState, MetadataLocksModel
 from properties.engines.conformance import conform
 from properties.engines.explorer import Exploration, explore
 from properties.metadata.binding import LOCKS_EXPLORE_CONFIGS, LOCKS_FINDINGS, MECHANISM, make_reference
@@ -141,6 +142,10 @@ def test_a_label_the_thread_is_not_at_is_a_named_disagreement() -> None:
 def test_configuration_errors_are_reported(config: Mapping[str, Param]) -> None:
     with pytest.raises(ValueError, match="metadata locks config"):
         MetadataLocksModel({**DEFAULT_CONFIG, **config})
+
+
+def test_the_scope_accepts_the_mechanisms_variants() -> None:
+    assert metadata_variants == VARIANTS
 
 
 def test_the_scope_is_registered_with_its_judges_and_vocabulary() -> None:
