@@ -60,11 +60,14 @@ from models.metadata import (
     choose_thread_index,
     client_label,
 )
-from properties.engines.lockstep import DIVERGENCE, BaseImplementation
+from models.metadata_locks import DEFAULT_CONFIG as LOCKS_DEFAULT_CONFIG
+from models.metadata_locks import MetadataLocksModel
+from properties.engines.lockstep import DIVERGENCE, BaseImplementation, Implementation
 from properties.engines.mechanism import Mechanism, Property
 from properties.metadata import coverage as metadata_coverage
 from properties.metadata import protocol as metadata_protocol
 from properties.metadata.guards import GUARDS
+from properties.metadata.locks import MetadataLocksReference
 from properties.metadata.proofs import proofs
 from reference_impl.metadata import (
     Costs,
@@ -581,18 +584,47 @@ def bench(_folder: Path) -> dict[str, object]:
     return out
 
 
+def make_scope_model(config: Mapping[str, Param] | None, variant: str) -> MetadataModel | MetadataLocksModel:
+    """`scope: locks` selects the batched store at lock granularity (models/metadata_locks.py), else the store."""
+    if config is not None and config.get("scope") == "locks":
+        return MetadataLocksModel(config, variant)
+    return make_model(config, variant)
+
+
+def make_reference(config: Mapping[str, Param] | None, variant: str) -> Implementation:
+    if config is not None and config.get("scope") == "locks":
+        return MetadataLocksReference(config, variant)
+    return MetadataReference(config, variant)
+
+
+# The batched store's lock scope (models/metadata_locks.py), replayed on the upstream-granularity reference
+# (reference_impl/metadata/lock_level.py): `locks` races two puts' inline flushes with a periodic one (MD-LK1's
+# monitor), `locks-close` one put and a periodic flush with close (the finding: an op enqueued across close is never
+# completed, and the drain polls while a flush consumes), `locks-close-fix` the same on the fix.
+LOCKS_FINDING = "docs/findings/metadata-close-lost-op.md"
+_CLOSE: dict[str, Param] = {"close": True, "other": ()}
+LOCKS_EXPLORE_CONFIGS: dict[str, Mapping[str, Param]] = {
+    "locks": LOCKS_DEFAULT_CONFIG,
+    "locks-close": {**LOCKS_DEFAULT_CONFIG, **_CLOSE},
+    "locks-close-fix": {**LOCKS_DEFAULT_CONFIG, **_CLOSE, "order": "fixed"},
+}
+LOCKS_FINDINGS: dict[str, Mapping[str, str]] = {"locks-close": {"MD-LK3": LOCKS_FINDING, "MD-LK4": LOCKS_FINDING}}
+"""What each lock configuration must break (see Mechanism.findings); `locks` and the fix break nothing."""
+
+
 MECHANISM = Mechanism(
     name="metadata",
     spec="docs/spec/metadata.md",
     limits={"workers": (1, 64), "clients": (0, 16), "max_ops": (0, 1_000), "max_operations": (0, 10**6),
-            "max_delay_ms": (0, 10**6)},
-    make_model=make_model,
-    make_reference=lambda config, variant: MetadataReference(config, variant),
+            "max_delay_ms": (0, 10**6), "flushes": (0, 1_000)},
+    make_model=make_scope_model,
+    make_reference=make_reference,
     current=CURRENT,
     twins={"legacy": "MD-I5", "blocking_callback": "MD-I5"},
     guards=GUARDS,
     reference_judges={"metadata": ("MD-I1", "MD-I2", "MD-I3", "MD-I4", "MD-I5", "MD-I7", "MD-I8", "MD-I9",
-                                   "MD-I10", "MD-LK1", "MD-LK2")},
+                                   "MD-I10", "MD-LK1", "MD-LK2"),
+                       "metadata/locks": ("MD-LK1", "MD-LK3", "MD-LK4", "MD-I10")},
     beyond_model={
         "MD-I1-W": Property("the Z3 worker pool is well formed: a path's submitted tasks share a worker, a worker "
                             "runs one task at a time and starts its tasks in submission order", ("z3",)),
@@ -606,15 +638,16 @@ MECHANISM = Mechanism(
                           ("reference",)),
         "MD-I10": Property("after close, a store call fails within its step with AlreadyClosedError and no op "
                            "reaches the backend that was not handed to it before close", ("reference",)),
-        "MD-LK1": Property("with PIP-453 batching, a batch reaches the backend only from the thread holding the flush "
-                          "lock", ("reference",)),
         "MD-LK2": Property("a path's cache entry is replaced or removed only by the thread holding that path's key "
                           "lock, or while no other thread holds it", ("reference",)),
         "MD-P1": Property("successive periodic flushes start at least P apart (a diagnostic: a fixed-rate schedule "
                           "breaks it after a stall, a fixed-delay one does not)", ("bench",)),
     },
     quick_configs=("small", "memory"),  # the store and the memory store
-    explore_configs=EXPLORE_CONFIGS,
+    # the store's `small` first (the configuration the engines' tests take as representative), then the lock
+    # scope's (a few hundred states each), then the rest of the store's
+    explore_configs={"small": EXPLORE_CONFIGS["small"], **LOCKS_EXPLORE_CONFIGS, **EXPLORE_CONFIGS},
+    findings=LOCKS_FINDINGS,
     hypothesis_configs={"default": HYPOTHESIS_CONFIG, "memory": HYPOTHESIS_MEMORY_CONFIG},
     proofs=proofs,
     bench=bench,

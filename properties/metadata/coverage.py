@@ -10,11 +10,11 @@ completion on the same FIFO event thread, an event-thread refresh's read is comp
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from models.core import Json, Param
 from properties.engines.coverage import as_list, records
-from properties.engines.mechanism import Interesting, Vars
+from properties.engines.mechanism import Interesting, Predicate, Vars
 
 
 def _flushing(_: Mapping[str, Param], v: Vars) -> bool:
@@ -96,7 +96,7 @@ def _grandparent_notified(_: Mapping[str, Param], v: Vars) -> bool:
     return False
 
 
-INTERESTING = (
+_STORE_MARKS = (
     Interesting("a flush is in progress", _flushing),
     Interesting("a thread blocked", _blocked),
     Interesting("an operation waits in a batch queue", _batched),
@@ -109,6 +109,43 @@ INTERESTING = (
     Interesting("memory: ChildrenChanged queued for a grandparent (every ancestor is notified)",
                 _grandparent_notified),
 )
+
+
+def _store(mark: Interesting) -> Interesting:
+    """A mark of the store's scope: the lock scope's configurations have none of its variables."""
+    return Interesting(mark.name, lambda c, v: c.get("scope") != "locks" and mark.holds(c, v))
+
+
+def _locks(order: str, holds: Callable[[Vars], bool]) -> Predicate:
+    """A mark of the batched store's lock scope (models/metadata_locks.py), on configurations of `order`."""
+    return lambda c, v: c.get("scope") == "locks" and c.get("order", "current") == order and holds(v)
+
+
+def _at(thread: str, label: str) -> Callable[[Vars], bool]:
+    return lambda v: [thread, label] in as_list(v.get("threads"))
+
+
+def _monitor_held_by(v: Vars) -> list[Json]:
+    locks = v.get("locks")
+    return as_list(locks.get("AbstractBatchedMetadataStore")) if isinstance(locks, dict) else []
+
+
+LOCK_MARKS = (
+    Interesting("locks: a caller's inline flush waits on the monitor another flush holds",
+                _locks("current", lambda v: any(_at(t, "flush: AbstractBatchedMetadataStore.lock")(v)
+                                                and _monitor_held_by(v) not in ([], [t])
+                                                for t in ("caller", "other")))),
+    Interesting("locks: the closer's drain polled while a flush held the monitor",
+                _locks("current", lambda v: "MD-LK4" in as_list(v.get("broken")))),
+    Interesting("locks: an op enqueued across close is never completed",
+                _locks("current", lambda v: "MD-LK3" in as_list(v.get("broken")))),
+    Interesting("locks: the fix's re-check of isClosed flushed an op the drain had missed",
+                _locks("fixed", lambda v: v.get("closed") is True
+                       and _at("caller", "flush: AbstractBatchedMetadataStore.lock")(v))),
+)
+"""The lock scope's marks."""
+
+INTERESTING = (*(_store(m) for m in _STORE_MARKS), *LOCK_MARKS)
 
 NOT_OFFERED: Mapping[str, Mapping[str, str]] = {
     "pip453": {"store_callback": "only the blocking_callback variant offers it (the PIP's bad example)"},

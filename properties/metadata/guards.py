@@ -21,4 +21,15 @@ GUARDS: dict[str, dict[str, Guard]] = {
         "deadlock": Guard(("MD-I5",)),
         "stuck": Guard(("MD-I5",)),
     },
+    # The lock scope (properties/metadata/locks.py): its ledger judges MD-LK1, MD-LK3, MD-LK4 and MD-I10.
+    "metadata/locks": {
+        "closed": Guard(("MD-I10", "MD-LK3")),  # a batch sent once closed; an op lost across close
+        "read_ops": Guard(("MD-LK3",)),  # an op out of its queue unanswered
+        "write_ops": Guard(("MD-LK3",)),
+        "ops": Guard(("MD-LK3", "MD-I10")),  # a pending op nobody holds; a sent op after close
+        "locks": Guard(("MD-LK1", "MD-LK4")),  # a flush or a poll outside the monitor
+        "cancelled": Guard(("MD-LK3",)),  # a lost periodic task leaves an op pending at quiescence
+        "threads": Guard(("MD-LK1", "MD-LK3")),  # a thread inside flush without the monitor; an op in no one's hands
+        "broken": Guard(("MD-LK1", "MD-LK3", "MD-LK4")),
+    },
 }

@@ -1,4 +1,4 @@
-"""The metadata store's port vocabulary (one scope).
+"""The metadata store's port vocabulary: the store (`metadata`) and the batched store's lock scope (`metadata/locks`).
 
 Meanings keyed by the model's own names; `brokerspec protocol` adds types and examples from the model.
 """
@@ -86,10 +86,55 @@ METADATA = Vocabulary(
     observation={},
 )
 
-VOCABULARIES: Mapping[str, Vocabulary] = {"metadata": METADATA}
-"""Its one scope's meanings."""
+_STEP = ("the operation the thread is about to perform, as the Java method and the monitor, queue or isClosed access "
+         "it touches (e.g. 'nextBatch: writeOps.poll'): one step runs it and the thread's code up to its next "
+         "scheduling point (see models/metadata_locks.py)")
+_SCRIPT = "'get' (an op on readOps) and 'put' (an op on writeOps), each one enqueue; ops are named '<thread>.<index>'"
+METADATA_LOCKS = Vocabulary(
+    config={
+        "scope": '"locks": AbstractBatchedMetadataStore at upstream\'s lock granularity: two callers, the '
+                 "batch flusher and a closer",
+        "order": "the store's code: current (upstream, 90cba329a1) or fixed (docs/findings/metadata-close-lost-op.md)",
+        "max_operations": "batchingMaxOperations: a batch's size, and the queue size past which enqueue flushes inline",
+        "flushes": "how many times the clock may fire the flusher's fixed-rate task",
+        "caller": f"the caller thread's script: {_SCRIPT}",
+        "other": f"the other caller thread's script: {_SCRIPT}",
+        "close": "the closer thread closes the store",
+    },
+    vars={
+        "closed": "the isClosed flag",
+        "read_ops": "the ops in readOps, in order",
+        "read_ops[]": "an op name",
+        "write_ops": "the ops in writeOps, in order",
+        "write_ops[]": "an op name",
+        "ops": "every op created so far, sorted by name",
+        "ops[]": "[name, outcome] one op",
+        "ops[].name": "'<thread>.<index in its script>'",
+        "ops[].outcome": "pending, sent (its batch reached the backend) or failed (AlreadyClosedException)",
+        "locks": "the store's monitor and its holder",
+        "locks.*": "the holding thread, or none: at most one",
+        "locks.*[]": "a thread name",
+        "cancelled": "the flusher's periodic task runs no more (cancelled by close, or it threw)",
+        "threads": "each thread and the operation it performs next, in the order caller, other, flusher, closer",
+        "threads[]": "[thread, label]",
+        "threads[].thread": "caller, other, flusher or closer",
+        "threads[].label": f"{_STEP}; done when it has nothing left",
+        "broken": "the invariants a step broke so far (MD-LK1, MD-LK3, MD-LK4), sorted",
+        "broken[]": "an invariant name",
+    },
+    actions={
+        **{name: ActionDoc(f"the {name} thread performs its next operation", "it has one and is not blocked on the "
+                           "monitor", {"step": _STEP}) for name in ("caller", "other", "flusher", "closer")},
+        "clock": ActionDoc("the flusher's fixed-rate task fires: the flusher starts a flush",
+                           "the flusher is idle, its task still runs and fewer than `flushes` runs have fired"),
+    },
+    observation={},
+)
+
+VOCABULARIES: Mapping[str, Vocabulary] = {"metadata": METADATA, "metadata/locks": METADATA_LOCKS}
+"""Each scope's meanings."""
 
 
 def scope_of(config: Mapping[str, Param]) -> str:
-    """One scope: every configuration speaks the same vocabulary."""
-    return "metadata"
+    """`scope: locks` speaks the lock scope's vocabulary; every other configuration the store's."""
+    return "metadata/locks" if config.get("scope") == "locks" else "metadata"

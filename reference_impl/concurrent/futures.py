@@ -149,6 +149,10 @@ class ArrayBlockingQueue(Generic[T]):
         scheduling_point(f"{self.name}.isEmpty")
         return not self.items
 
+    def size(self) -> int:
+        scheduling_point(f"{self.name}.size")
+        return len(self.items)
+
 
 class ScheduledFuture:
     """The handle `schedule` returns: `cancel(false)` stops a run that has not started (a point)."""
