@@ -185,8 +185,11 @@ class KeySharedModel:
                       "pending acks, never below 0"),
             Invariant("KS-P1", self._permits_totalled, "the dispatcher's permit total, with the connected "
                       "consumers' queued flows, is their permits, and below 0 only while a flow is queued"),
-            Invariant("KS-S1", self._no_stall, "whenever a connected consumer has permits and an entry may go to "
-                      "it, a read is in flight or the next read makes progress"),
+            # No stall, declared where a configuration has upstream's read-again loop (`run`); the reference judges it
+            # on every read.
+            *((Invariant("KS-S1", self._no_stall, "whenever a connected consumer has permits and an entry may go "
+                         "to it, a read is in flight or the next read makes progress"),)
+              if "run" in self.kinds else ()),
             # What must hold after a cursor jump, declared where a configuration takes jumps (the pipeline's
             # compiled replay mirrors the invariants above only).
             *((Invariant("KS-J1", self._nothing_replayed_below, "nothing is queued for replay at or below "

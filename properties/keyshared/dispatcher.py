@@ -115,6 +115,7 @@ class KeySharedReference(BaseImplementation):
         self.events: set[str] = set()
         self.unscheduled = False  # the last step released a blocking entry and left no read scheduled (KS-I5a)
         self.stalled = False  # the last step was a read that changed nothing while an entry may go (KS-S1)
+        self.loops = "run" in model.kinds  # KS-S1 is stated where the configuration has the read-again loop
         self.look_ahead_missed = False  # the last step's dispatch pass owed a look-ahead and left none (KS-S2)
 
     # ------------------------------------------------------------------ client record
@@ -264,7 +265,7 @@ class KeySharedReference(BaseImplementation):
             op = d.begin_read()  # read_more_entries, in its two halves, so that KS-S2 sees the read's entries
             if op is not None:
                 self._complete(op)
-            self.stalled = d._progress_key() == before and self._dispatchable()
+            self.stalled = self.loops and d._progress_key() == before and self._dispatchable()
         elif name == "fire":
             d.fire_scheduled_read()
         elif name == "run":

@@ -19,7 +19,7 @@ from properties.keyshared.dispatcher import TWO, KeySharedReference
 from reference_impl.keyshared import KeySharedDispatcher, ReadOp
 from reference_impl.keyshared.dispatcher import Interleave, ReadResult
 
-STALL: dict[str, Param] = {**TWO, "actions": ("add", "publish", "redeliver", "read")}
+STALL: dict[str, Param] = {**TWO, "actions": ("add", "publish", "redeliver", "read", "run")}
 LOW_LOOK_AHEAD: dict[str, Param] = {**STALL, "look_ahead_per_consumer": 0, "look_ahead_per_subscription": 1}
 
 
