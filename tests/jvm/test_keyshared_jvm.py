@@ -23,7 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from properties import registry
 from properties.cli import DIVERGED, PASS, USAGE, VIOLATED, main
+from properties.engines.port import jsonable
+from properties.engines.protocol import hello_config
+from properties.jvm.verify import verify_on_jvm
 
 
 def _verify(classes: Path, out: Path, config: str = "locks") -> tuple[int, float]:
@@ -83,20 +87,26 @@ def test_the_fixed_order_passes_every_schedule_and_the_old_trace_diverges_on_it(
 
 
 def test_shrink_keeps_the_lost_wake_up_on_the_smallest_scripts_and_refuses_classes_it_does_not_fail_on(
-    standin_classes: dict[tuple[str, str], Path], current_run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    standin_classes: dict[tuple[str, str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`shrink --jvm` drops script operations while the JVM still finds LK-6: it ends on the model's own shortest
-    scripts (one join, one block against both acks), and its trace replays to LK-6. On the fixed classes the trace
-    does not fail, so there is nothing to shrink toward (exit 2), never a 'shrunk' trace of something else."""
-    trace = current_run.folder / "keyshared" / "pip379-jvm-locks-LK-6.json"
-    shrunk = tmp_path / "shrunk.json"
-    current = str(standin_classes["keyshared", "current"])
-    assert main(["shrink", str(trace), "--jvm", current, "-o", str(shrunk)]) == PASS
-    before, after = json.loads(trace.read_text()), json.loads(shrunk.read_text())
-    assert after["failure"]["names"] == ["LK-6"] and len(after["schedule"]) < len(before["schedule"])
+    """`shrink --jvm` drops script operations while the JVM still finds LK-6: from a script with two blocks
+    too many it ends on the model's own shortest scripts (one join, one block against both acks), and its trace
+    replays to LK-6. On the fixed classes the trace does not fail, so there is nothing to shrink toward (exit 2),
+    never a 'shrunk' trace of something else."""
+    mechanism = registry.get("keyshared")
+    config = {**mechanism.explore_configs["locks"], "dispatcher": ("join 2", "block", "block", "block")}
+    hello = {key: jsonable(value) for key, value in hello_config(mechanism, "pip379", config).items()}
+    current = standin_classes["keyshared", "current"]
+    found = verify_on_jvm("keyshared", "pip379", "locks", hello, [current],
+                          lambda: mechanism.make_model(config, "pip379")).trace
+    assert found is not None and found.names == ("LK-6",)
+    trace, shrunk = found.save(tmp_path / "lk6.json"), tmp_path / "shrunk.json"
+    assert main(["shrink", str(trace), "--jvm", str(current), "-o", str(shrunk)]) == PASS
+    after = json.loads(shrunk.read_text())
+    assert after["failure"]["names"] == ["LK-6"] and len(after["schedule"]) <= len(found.schedule)
     assert (after["hello"]["dispatcher"], after["hello"]["acker"]) == (["join 2", "block"], ["ack 0", "ack 1"])
-    assert "no operation can be dropped" in capsys.readouterr().out
-    assert main(["replay", str(shrunk), "--jvm", current]) == VIOLATED
+    assert "6 -> 4 script operations" in capsys.readouterr().out
+    assert main(["replay", str(shrunk), "--jvm", str(current)]) == VIOLATED
     fixed = str(standin_classes["keyshared", "locked-block"])
     assert main(["shrink", str(trace), "--jvm", fixed, "-o", str(tmp_path / "none.json")]) == DIVERGED
     assert "nothing to shrink toward" in capsys.readouterr().out and not (tmp_path / "none.json").exists()
