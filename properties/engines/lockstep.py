@@ -174,6 +174,15 @@ class Lockstep(Generic[S]):
         return StepOutcome(observed, model_vars, tuple(failures), detail)
 
 
+def refusal(thread: str, step: str, label: str, enabled: bool) -> str:
+    """Why a lock-level reference cannot take the model's `step` for `thread`, whose next point is `label` ('' when
+    it can): the one wording every lock scope's `disagreement` uses."""
+    if label == step and enabled:
+        return ""
+    why = "blocked" if label == step else f"about to run {label!r}"
+    return f"{thread} cannot run {step!r}: it is {why}"
+
+
 def first_failure(lockstep: Lockstep[S], rng: random.Random, steps: int) -> StepOutcome | None:
     """A seeded random walk of up to `steps` enabled actions; the first failing step's outcome, or None."""
     for _ in range(steps):

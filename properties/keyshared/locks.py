@@ -23,7 +23,7 @@ from functools import partial
 from models.core import Action, Json, Observation, Param
 from models.keyshared.lock_state import DONE, HASH
 from models.keyshared.locks import KeySharedLocksModel
-from properties.engines.lockstep import BaseImplementation
+from properties.engines.lockstep import BaseImplementation, refusal
 from reference_impl.concurrent.executors import World
 from reference_impl.keyshared.lock_level import DrainingHashEntry, NullPointerException, StickyKeyDispatcher
 
@@ -94,11 +94,9 @@ class KeySharedLocksReference(BaseImplementation):
     # -- Implementation -----------------------------------------------------------------------------------------
     def apply(self, action: Action) -> Observation:
         name, step = action.name, str(action["step"])
-        thread = self.world.get_thread(name)
-        label = self._label(name)
-        if label != step or not thread.enabled:
-            why = "blocked" if label == step else f"about to run {label!r}"
-            self.disagreement = f"{name} cannot run {step!r}: it is {why}"
+        refused = refusal(name, step, self._label(name), self.world.get_thread(name).enabled)
+        if refused:
+            self.disagreement = refused
             return None
         before = self._snapshot()
         holder = self._tracker_holder()

@@ -19,7 +19,7 @@ from typing import Any
 
 from models.core import Action, Json, Observation, Param
 from models.metadata_locks import CALLERS, DONE, FAILED, MONITOR, PENDING, SENT, MetadataLocksModel, judge_vars
-from properties.engines.lockstep import BaseImplementation
+from properties.engines.lockstep import BaseImplementation, refusal
 from reference_impl.concurrent.executors import World, current_thread_name
 from reference_impl.concurrent.futures import CompletableFuture
 from reference_impl.metadata.lock_level import (
@@ -92,10 +92,9 @@ class MetadataLocksReference(BaseImplementation):
             self.world.step(advances[0])
         else:
             name, step = action.name, str(action["step"])
-            label = self._label(name)
-            if label != step or not self.world.get_thread(name).enabled:
-                why = "blocked" if label == step else f"about to run {label!r}"
-                self.disagreement = f"{name} cannot run {step!r}: it is {why}"
+            refused = refusal(name, step, self._label(name), self.world.get_thread(name).enabled)
+            if refused:
+                self.disagreement = refused
                 return None
             if step.endswith(".poll") and self.store.monitor.holder not in (None, name):
                 self.broken.add("MD-LK4")

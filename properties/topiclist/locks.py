@@ -31,7 +31,7 @@ from models.topiclist.semaphore_locks import (
     TIMED_OUT,
     SemaphoreLocksModel,
 )
-from properties.engines.lockstep import BaseImplementation
+from properties.engines.lockstep import BaseImplementation, refusal
 from reference_impl.concurrent.executors import World, java_method
 from reference_impl.concurrent.futures import CancellationError, CompletableFuture, ScheduledExecutorService
 from reference_impl.topiclist.lock_level import (
@@ -113,10 +113,9 @@ class SemaphoreLocksReference(BaseImplementation):
             self.world.step(advances[0])
         else:
             name, step = action.name, str(action["step"])
-            label = self._label(name)
-            if label != step or not self.world.get_thread(name).enabled:
-                why = "blocked" if label == step else f"about to run {label!r}"
-                self.disagreement = f"{name} cannot run {step!r}: it is {why}"
+            refused = refusal(name, step, self._label(name), self.world.get_thread(name).enabled)
+            if refused:
+                self.disagreement = refused
                 return None
             self.world.step(("run", name))
             if step == "internalAcquire: queue.offer":
