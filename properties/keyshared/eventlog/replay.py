@@ -61,6 +61,9 @@ COUNTERS = ("KS-U1", "KS-P1")
 """The model's invariants on the broker's own counters (unacked messages, the permit total). This replay keeps
 no counter: each would be computed from the same records by the same rule it is checked against, so it could
 not fail; the model replay and the conformance replay judge them."""
+STALL = ("KS-S1",)
+"""The model's no-stall invariant: a read from the state must make progress, which this replay (a log of what the
+broker did, not of what a read would do) cannot ask; the model replay and the conformance replay judge it."""
 _MAX_READS = 1000  # run_until_quiescent's guard, as the model's
 _INT_MAX = 2**31 - 1
 _CACHE_LIMIT = 1 << 12
@@ -692,6 +695,6 @@ def compiled(variant: str) -> KeySharedReplay | None:
     the cursor jumps, which it does not replay)."""
     model_ = model(base_config(), variant)
     mirrored = (model_.variant_is == (True, False, False)
-                and tuple(i.name for i in model_.invariants) == INVARIANTS + COUNTERS
+                and tuple(i.name for i in model_.invariants) == INVARIANTS + COUNTERS + STALL
                 and set(ACTIONS) <= model_.kinds and not model_.jumps)
     return KeySharedReplay(model_) if mirrored else None
