@@ -278,7 +278,12 @@ class Dispatch:
         return limit if limit > 0 else _INT_MAX  # max_unacked_* are 0 (unbounded) in the model
 
     def replay_add(self, position: int, h: int) -> bool:
+        """MessageRedeliveryController.add: True if `position` was not queued. A hash given for a position queued
+        without one (a redelivery request's) is recorded then (`hashesToBeBlocked.putIfAbsent`, 66-78 at
+        90cba329a1, unchanged since #23231), so the replay filter knows it from the next read on."""
         if position in self.replay:
+            if self.replay[position] == UNKNOWN_HASH:
+                self.replay[position] = h
             return False
         self.replay[position] = h
         return True

@@ -49,6 +49,7 @@ from properties.keyshared.eventlog.records import (
     REDELIVER_ALL,
     REMOVE,
     RUN,
+    STALL,
     base_config,
     model,
 )
@@ -61,9 +62,6 @@ COUNTERS = ("KS-U1", "KS-P1")
 """The model's invariants on the broker's own counters (unacked messages, the permit total). This replay keeps
 no counter: each would be computed from the same records by the same rule it is checked against, so it could
 not fail; the model replay and the conformance replay judge them."""
-STALL = ("KS-S1",)
-"""The model's no-stall invariant: a read from the state must make progress, which this replay (a log of what the
-broker did, not of what a read would do) cannot ask; the model replay and the conformance replay judge it."""
 _MAX_READS = 1000  # run_until_quiescent's guard, as the model's
 _INT_MAX = 2**31 - 1
 _CACHE_LIMIT = 1 << 12
@@ -429,8 +427,9 @@ class KeySharedReplay:
             for position in sorted(x.pending):
                 h = hash_of[position]
                 if position not in self.replay:
-                    self.replay[position] = h
                     added = True
+                if self.replay.get(position, UNKNOWN_HASH) == UNKNOWN_HASH:
+                    self.replay[position] = h  # a hash given for a position queued without one is recorded
                 self.reduce_ref_count(x.id, h, True)
             self.end_batch()
         else:
@@ -622,7 +621,7 @@ class KeySharedReplay:
                 continue
             if by_hash and x is not None:
                 blocked_by_hash[x.id] = None
-            if position not in replay:
+            if replay.get(position, UNKNOWN_HASH) == UNKNOWN_HASH:
                 replay[position] = h
                 if queued is not None:
                     queued.add(h)
@@ -644,7 +643,7 @@ class KeySharedReplay:
             h = hash_of[position]
             entry = tracker.get(h)
             if entry is not None and entry[0] != x.id:
-                if position not in replay:
+                if replay.get(position, UNKNOWN_HASH) == UNKNOWN_HASH:
                     replay[position] = h
                 continue
             x.pending.add(position)
