@@ -106,6 +106,26 @@ class ThawedConsumer:
         return Consumer(c.id, c.name, c.name_index, self.permits, self.pending, self.held, self.unacked)
 
 
+def may_go(
+    permits: Mapping[int, int],
+    owner: Callable[[int], int | None],
+    drainer: Mapping[int, int],
+    hash_of: Callable[[int], int],
+    replay: Sequence[int],
+    unread: Sequence[int],
+) -> bool:
+    """KS-S1's premise: some unacknowledged entry may go to a connected consumer with permits (`permits`: consumer
+    id -> available permits). A replay entry may go to its hash's owner; an unread entry too, unless an entry of its
+    hash waits in replay (that one goes first). Either not while another consumer drains the hash."""
+    queued = {hash_of(p) for p in replay}
+    for position in (*replay, *(p for p in unread if hash_of(p) not in queued)):
+        h = hash_of(position)
+        c = owner(h)
+        if c is not None and permits.get(c, 0) > 0 and drainer.get(h, c) == c:
+            return True
+    return False
+
+
 def _added(positions: tuple[int, ...], position: int) -> tuple[int, ...]:
     """The sorted `positions` with `position`."""
     return positions if position in positions else tuple(sorted((*positions, position)))
@@ -258,7 +278,12 @@ class Dispatch:
         return limit if limit > 0 else _INT_MAX  # max_unacked_* are 0 (unbounded) in the model
 
     def replay_add(self, position: int, h: int) -> bool:
+        """MessageRedeliveryController.add: True if `position` was not queued. A hash given for a position queued
+        without one (a redelivery request's) is recorded then (`hashesToBeBlocked.putIfAbsent`, 66-78 at
+        90cba329a1, unchanged since #23231), so the replay filter knows it from the next read on."""
         if position in self.replay:
+            if self.replay[position] == UNKNOWN_HASH:
+                self.replay[position] = h
             return False
         self.replay[position] = h
         return True

@@ -38,7 +38,7 @@ from models.core import (
     Param,
     configured,
 )
-from models.keyshared.dispatch import Dispatch, ThawedConsumer
+from models.keyshared.dispatch import Dispatch, ThawedConsumer, may_go
 from models.keyshared.ring import Ring, build_ring, sticky_hash
 from models.keyshared.state import (
     ACTION_NAMES,
@@ -185,6 +185,11 @@ class KeySharedModel:
                       "pending acks, never below 0"),
             Invariant("KS-P1", self._permits_totalled, "the dispatcher's permit total, with the connected "
                       "consumers' queued flows, is their permits, and below 0 only while a flow is queued"),
+            # No stall, declared where a configuration has upstream's read-again loop (`run`); the reference judges it
+            # on every read.
+            *((Invariant("KS-S1", self._no_stall, "whenever a connected consumer has permits and an entry may go "
+                         "to it, a read is in flight or the next read makes progress"),)
+              if "run" in self.kinds else ()),
             # What must hold after a cursor jump, declared where a configuration takes jumps (the pipeline's
             # compiled replay mirrors the invariants above only).
             *((Invariant("KS-J1", self._nothing_replayed_below, "nothing is queued for replay at or below "
@@ -295,6 +300,27 @@ class KeySharedModel:
         # at least the first available consumer's permits, 364-366): below 0 is a drift only with nothing queued.
         return (s.total_permits >= 0 or bool(s.queued_flows)) and s.total_permits + queued == sum(
             c.permits for c in s.consumers)
+
+    def _no_stall(self, s: KSState) -> bool:
+        """KS-S1, no stall: upstream reads again after every read that handed out entries or none
+        (trySendMessagesToConsumers' true, PersistentStickyKeyDispatcherMultipleConsumers.java 240-350 at 90cba329a1;
+        sendMessages' listener, 314), so a subscription stalls where a read changes nothing although an entry may go
+        to a consumer with permits (`may_go`). The model's `read` is always enabled, so the property is that this
+        read makes progress: it delivers, moves the read position, changes the replay queue or a read flag. A read in
+        flight is progress pending (its completion)."""
+        if s.normal_read is not None or s.replay_read is not None or not s.consumers:
+            return True
+        acked = set(s.acked)
+        md = s.mark_delete
+        unread = [p for p in range(s.read_position, len(s.messages)) if p not in acked]
+        replay = [p for p, _ in s.replay if p > md and p not in acked]
+        if not may_go({c.id: max(c.permits, 0) for c in s.consumers}, lambda h: self.owner(s, h),
+                      {d.hash: d.owner for d in s.draining}, lambda p: self.hash_of(s, p), replay, unread):
+            return True
+        d = Dispatch(self, s)
+        before = d.progress_key()
+        d.read_more()
+        return d.progress_key() != before
 
     def _no_hash_zero(self, s: KSState) -> bool:
         return all(1 <= d.hash <= self.range_max for d in s.draining) and all(

@@ -187,7 +187,7 @@ MECHANISM = Mechanism(
     guards=GUARDS,
     reference_judges={
         "keyshared": ("KS-I1", "KS-I2", "KS-I4", "KS-I5a", "KS-I8", "KS-C1", "KS-C2", "KS-C3", "KS-C4",
-                      "KS-J1", "KS-J2", "KS-U1", "KS-P1"),
+                      "KS-J1", "KS-J2", "KS-U1", "KS-P1", "KS-S1", "KS-S2"),
         "keyshared/tracker": ("KS-I1", "KS-I2", "KS-I3", "KS-C5"),
         "keyshared/locks": ("LK-1", "LK-2", "LK-3", "LK-4", "LK-5", "LK-6"),
     },
@@ -202,6 +202,10 @@ MECHANISM = Mechanism(
                           "(forEachAndClose), never by a clear", ("reference",)),
         "KS-C4": Property("a rewind is pending exactly from the first consumer's joining while a read is in flight "
                           "until every read then in flight has completed", ("reference",)),
+        "KS-S2": Property("a read whose dispatch pass sends nothing while a connected consumer with permits could "
+                          "progress by reading ahead (no entry of the read for it, or on a Normal read one blocked by "
+                          "hash) leaves the look-ahead pending, so the next read reads ahead instead of replaying",
+                          ("reference",)),
         "KS-I8": Property("the ring is canonical: each point selects its earliest-joined claimer, the others collide "
                           "in join order, and each name index was the lowest free one at its join", ("reference",)),
         "KS-I9": Property("the ranges a membership change reports removed and added are exactly the pointwise "

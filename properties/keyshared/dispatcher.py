@@ -37,9 +37,10 @@ from models.keyshared import (
     claims,
     sticky_hash,
 )
+from models.keyshared.dispatch import may_go
 from models.keyshared.state import ACTION_NAMES, QUEUED
 from properties.engines.lockstep import BaseImplementation
-from reference_impl.keyshared import LEDGER_ID, Consumer, KeySharedDispatcher, Position, ReadOp
+from reference_impl.keyshared import LEDGER_ID, Consumer, KeySharedDispatcher, Position, ReadOp, ReadType
 
 CURRENT = "pip379"
 """The dispatcher Pulsar ships (PIP-379's draining hashes)."""
@@ -113,6 +114,9 @@ class KeySharedReference(BaseImplementation):
         self.joins: list[tuple[int, str, int]] = []  # (id, name, name index) of the connected, in join order
         self.events: set[str] = set()
         self.unscheduled = False  # the last step released a blocking entry and left no read scheduled (KS-I5a)
+        self.stalled = False  # the last step was a read that changed nothing while an entry may go (KS-S1)
+        self.loops = "run" in model.kinds  # KS-S1 is stated where the configuration has the read-again loop
+        self.look_ahead_missed = False  # the last step's dispatch pass owed a look-ahead and left none (KS-S2)
 
     # ------------------------------------------------------------------ client record
 
@@ -215,6 +219,8 @@ class KeySharedReference(BaseImplementation):
         d, name = self.d, action.name
         self.delivered = []
         self.events = set()
+        self.stalled = False
+        self.look_ahead_missed = False
         draining = dict(d.tracker.draining_hashes) if d.tracker is not None else {}
         observation: dict[str, Json] = {}
         if name == "add":
@@ -255,7 +261,11 @@ class KeySharedReference(BaseImplementation):
         elif name == "flow_update":
             d.run_queued_flow()
         elif name == "read":
-            d.read_more_entries()
+            before = d._progress_key()
+            op = d.begin_read()  # read_more_entries, in its two halves, so that KS-S2 sees the read's entries
+            if op is not None:
+                self._complete(op)
+            self.stalled = self.loops and d._progress_key() == before and self._dispatchable()
         elif name == "fire":
             d.fire_scheduled_read()
         elif name == "run":
@@ -266,7 +276,7 @@ class KeySharedReference(BaseImplementation):
                 self.in_flight[op.read_type.value] = op
             observation["read"] = [op.read_type.value, [p[1] for p in op.positions]] if op else ["None", []]
         elif name == "complete_read":
-            d.complete_read(self.in_flight.pop(str(action["kind"])))
+            self._complete(self.in_flight.pop(str(action["kind"])))
             self.rewinding = self.rewinding and bool(self.in_flight)
         elif name == "interleaved_read":
             inner = action["inner"]
@@ -301,6 +311,51 @@ class KeySharedReference(BaseImplementation):
         )
         observation["delivered"] = self.delivered
         return observation
+
+    def _complete(self, op: ReadOp) -> None:
+        """Complete `op` on the reference; on pip379, KS-S2 on its dispatch pass when one runs (no rewind, someone
+        connected, no #12885 retry) and the replay queue can never reach the look-ahead limit."""
+        d = self.d
+        first = d.replay_queue.first()
+        retried = first is not None and d.min_replayed_position is not None and first < d.min_replayed_position
+        judged = (d.variant == "pip379" and not d.should_rewind_before_reading_or_replaying and bool(d.consumers)
+                  and not retried and d.look_ahead_limit() > d.entry_count())
+        positions = [p for p in op.positions if not (d.filter_acked_on_complete and d.is_acked(p))]
+        sent = len(d.deliveries)
+        d.complete_read(op)
+        if judged and len(d.deliveries) == sent:
+            self.look_ahead_missed = self._look_ahead_owed(op.read_type, positions) and not (
+                d.skip_next_replay_to_trigger_look_ahead)
+
+    def _look_ahead_owed(self, read_type: ReadType, positions: list[Position]) -> bool:
+        """Whether a pass over `positions` that sent nothing must trigger the look-ahead (upstream's
+        filterAndGroupEntriesForDispatching, PersistentStickyKeyDispatcherMultipleConsumers.java 514-546 at
+        90cba329a1, from #23231): on a Normal read, a consumer with permits that an entry's hash selects (on pip379
+        it sent nothing only because the hash was blocked); on either read, a connected consumer with permits that
+        no entry's hash selects. The hashes are the harness's; the permits are unchanged, as nothing was sent."""
+        d = self.d
+        selected = {c for c in (d.selector.select(self.hashes[p[1]]) for p in positions) if c is not None}
+        if read_type is ReadType.NORMAL and any(d.available_permits(c) > 0 for c in selected):
+            return True
+        return any(c not in selected and d.available_permits(c) > 0 for c in d.consumers)
+
+    def _dispatchable(self) -> bool:
+        """KS-S1's premise on the reference (models.keyshared.dispatch.may_go): nothing in flight, and an entry the
+        harness has not seen acknowledged may go to a connected consumer with permits, by the reference's ring,
+        replay queue, read position and draining tracker; the hashes are the harness's."""
+        d = self.d
+        if self.in_flight or not d.consumers:
+            return False
+        tracker = d.tracker.draining_hashes if d.tracker is not None else {}
+
+        def owner(h: int) -> int | None:
+            c = d.selector.select(h)
+            return None if c is None else c.consumer_id
+
+        return may_go({c.consumer_id: d.available_permits(c) for c in d.consumers}, owner,
+                      {h: e.consumer.consumer_id for h, e in tracker.items()}, self.hashes.__getitem__,
+                      [p[1] for p, _ in d.replay_queue.items() if not self._done(p[1])],
+                      [e for e in range(d.read_position[1], len(self.hashes)) if not self._done(e)])
 
     def _jump(self, name: str, action: Action, draining: Mapping[int, object]) -> None:
         """skip, clear_backlog or expire on the reference's subscription, and the harness's expected mark-delete."""
@@ -393,6 +448,10 @@ class KeySharedReference(BaseImplementation):
             out.append("KS-I4")
         if self.unscheduled:
             out.append("KS-I5a")
+        if self.stalled:
+            out.append("KS-S1")
+        if self.look_ahead_missed:
+            out.append("KS-S2")
         d = self.d
         if d.mark_delete_position[1] != self.mark_delete or {p[1] for p in d.individually_acked} != self.acked:
             out.append("KS-C1")  # reference only, as KS-I8: the model's cursor is its own record

@@ -32,7 +32,9 @@ DISPATCHER: dict[str, Guard] = {
     "sent": Guard(("KS-C3",)),  # the twins' bookkeeping: pip379 keeps none
     "stuck_on_replays": Guard(("KS-C3",)),  # the twins' bookkeeping: pip379 keeps none
     "scheduled_read": Guard(("KS-I5a",)),
-    "skip_next_replay": Guard(unguarded="the look-ahead flag: no oracle on the reference yet"),
+    # The look-ahead flag: one a pass owed and left unset (KS-S2), or one whose absence makes a read replay the same
+    # entries again, a read that changes nothing (KS-S1); one set wrongly costs a read, which no oracle names.
+    "skip_next_replay": Guard(("KS-S1", "KS-S2")),
     "reads_in_flight": Guard(("KS-J2",)),  # a Normal read's positions are one of an unacked message's places
     "rewind_pending": Guard(("KS-C4",)),
     "nacked": Guard(("KS-C1",)),  # the harness's negative acks, less what the reference's cursor acknowledged

@@ -18,9 +18,13 @@ class RedeliveryMessages:
         self._known_hashes: Counter[int] = Counter()
 
     def add(self, ledger_id: int, entry_id: int, sticky_key_hash: int | None = None) -> bool:
-        """Add if absent (an existing entry keeps its hash, as upstream)."""
+        """Add if absent; True if it was. A hash given for a position queued without one is recorded (upstream's
+        `hashesToBeBlocked.putIfAbsent` is keyed by position, MessageRedeliveryController 66-78 at 90cba329a1)."""
         position = (ledger_id, entry_id)
         if position in self._messages:
+            if self._messages[position] is None and sticky_key_hash is not None:
+                self._messages[position] = sticky_key_hash
+                self._known_hashes[sticky_key_hash] += 1
             return False
         self._messages[position] = sticky_key_hash
         if sticky_key_hash is not None:

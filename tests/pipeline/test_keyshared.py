@@ -70,7 +70,10 @@ def test_classic_in_three_of_a_thousand_subscriptions_is_found_and_its_traces_re
         for against in ("model", "reference"):
             result = replay(trace, path, against=against)
             assert result.step == trace.failure["step"] == len(trace.actions)
-            assert list(result.failures) == trace.failure["names"] == model_rows[int(key)]["check"].split(",")
+            assert list(result.failures) == trace.failure["names"]
+            # The log shows what it can (KS-I1); the explaining variant's run may break more at that step (classic's
+            # #21199 wait is a KS-S1 stall), never less.
+            assert set(model_rows[int(key)]["check"].split(",")) <= set(trace.failure["names"])
 
 
 def test_a_dispatch_to_a_second_consumer_is_found_and_its_traces_replay_to_the_divergence(

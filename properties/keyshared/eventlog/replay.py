@@ -49,6 +49,7 @@ from properties.keyshared.eventlog.records import (
     REDELIVER_ALL,
     REMOVE,
     RUN,
+    STALL,
     base_config,
     model,
 )
@@ -426,8 +427,9 @@ class KeySharedReplay:
             for position in sorted(x.pending):
                 h = hash_of[position]
                 if position not in self.replay:
-                    self.replay[position] = h
                     added = True
+                if self.replay.get(position, UNKNOWN_HASH) == UNKNOWN_HASH:
+                    self.replay[position] = h  # a hash given for a position queued without one is recorded
                 self.reduce_ref_count(x.id, h, True)
             self.end_batch()
         else:
@@ -619,7 +621,7 @@ class KeySharedReplay:
                 continue
             if by_hash and x is not None:
                 blocked_by_hash[x.id] = None
-            if position not in replay:
+            if replay.get(position, UNKNOWN_HASH) == UNKNOWN_HASH:
                 replay[position] = h
                 if queued is not None:
                     queued.add(h)
@@ -641,7 +643,7 @@ class KeySharedReplay:
             h = hash_of[position]
             entry = tracker.get(h)
             if entry is not None and entry[0] != x.id:
-                if position not in replay:
+                if replay.get(position, UNKNOWN_HASH) == UNKNOWN_HASH:
                     replay[position] = h
                 continue
             x.pending.add(position)
@@ -692,6 +694,6 @@ def compiled(variant: str) -> KeySharedReplay | None:
     the cursor jumps, which it does not replay)."""
     model_ = model(base_config(), variant)
     mirrored = (model_.variant_is == (True, False, False)
-                and tuple(i.name for i in model_.invariants) == INVARIANTS + COUNTERS
+                and tuple(i.name for i in model_.invariants) == INVARIANTS + COUNTERS + STALL
                 and set(ACTIONS) <= model_.kinds and not model_.jumps)
     return KeySharedReplay(model_) if mirrored else None
