@@ -280,7 +280,7 @@ class Dispatch:
     def replay_add(self, position: int, h: int) -> bool:
         """MessageRedeliveryController.add: True if `position` was not queued. A hash given for a position queued
         without one (a redelivery request's) is recorded then (`hashesToBeBlocked.putIfAbsent`, 66-78 at
-        90cba329a1, unchanged since #23231), so the replay filter knows it from the next read on."""
+        90cba329a1, since #19167, 7431381682), so the replay filter knows it from the next read on."""
         if position in self.replay:
             if self.replay[position] == UNKNOWN_HASH:
                 self.replay[position] = h

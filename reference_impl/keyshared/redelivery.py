@@ -19,7 +19,8 @@ class RedeliveryMessages:
 
     def add(self, ledger_id: int, entry_id: int, sticky_key_hash: int | None = None) -> bool:
         """Add if absent; True if it was. A hash given for a position queued without one is recorded (upstream's
-        `hashesToBeBlocked.putIfAbsent` is keyed by position, MessageRedeliveryController 66-78 at 90cba329a1)."""
+        `hashesToBeBlocked.putIfAbsent` is keyed by position: MessageRedeliveryController 66-78 at 90cba329a1,
+        since #19167)."""
         position = (ledger_id, entry_id)
         if position in self._messages:
             if self._messages[position] is None and sticky_key_hash is not None:
